@@ -1,0 +1,86 @@
+/*
+ * hcasim HCA model: the C interface between a host and the model.
+ *
+ * The model is a ConnectX-5 (mlx5) InfiniBand HCA with no knowledge of QEMU.
+ * A host (the QEMU PCI device, the test bench, a fuzzer) provides guest
+ * memory access, MSI-X, deferred work and a clock through HcaHostOps, and
+ * forwards BAR0 accesses and fabric packets to the model.  All calls for one
+ * model instance must be serialised by the host (QEMU: the BQL).
+ *
+ * MMIO data is passed as bytes in guest memory order: a guest store of the
+ * 32-bit big-endian value 0x00000001 arrives as {0, 0, 0, 1}.
+ */
+#ifndef HCASIM_HCA_MODEL_H
+#define HCASIM_HCA_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HCA_MODEL_PCI_VENDOR_ID 0x15b3 /* Mellanox */
+#define HCA_MODEL_PCI_DEVICE_ID 0x1017 /* ConnectX-5 PF */
+#define HCA_MODEL_PCI_CLASS 0x0207     /* network controller: InfiniBand */
+#define HCA_MODEL_PCI_SUBSYS_ID 0x0007
+#define HCA_MODEL_BAR0_SIZE (8u << 20) /* init segment + 2045 UAR pages */
+#define HCA_MODEL_MSIX_VECTORS 64
+
+typedef struct HcaModel HcaModel;
+
+typedef struct HcaHostOps {
+    /* Copy between guest memory and buf. False if any byte is not
+     * accessible (the model then reports an error, never retries). */
+    bool (*dma_read)(void *opaque, uint64_t addr, void *buf, size_t len);
+    bool (*dma_write)(void *opaque, uint64_t addr, const void *buf,
+                      size_t len);
+    /* Raise MSI-X vector (the host applies masking and pending bits). */
+    void (*msix_notify)(void *opaque, unsigned vector);
+    /* Request one call of hca_model_run() soon, outside the MMIO path. */
+    void (*schedule)(void *opaque);
+    /* Request hca_model_timer() at deadline_ns on the host clock; replaces
+     * any earlier request. A negative deadline cancels. */
+    void (*timer_mod)(void *opaque, int64_t deadline_ns);
+    /* Monotonic clock in nanoseconds (QEMU: the virtual clock). */
+    int64_t (*clock_ns)(void *opaque);
+    /* Send one IBA packet (LRH to VCRC) out of port; NULL: no fabric. */
+    void (*port_tx)(void *opaque, unsigned port, const void *pkt, size_t len);
+} HcaHostOps;
+
+typedef struct HcaModelConfig {
+    uint64_t node_guid;        /* 0: derived from the instance */
+    const char *trace_path;    /* NULL or "": no trace file */
+    const char *trace_filter;  /* categories, e.g. "cmd,eq" or "all" */
+    uint64_t trace_max_bytes;  /* cap of the trace file(s); 0: default */
+} HcaModelConfig;
+
+/* Returns NULL and a message in err on a configuration error. */
+HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque,
+                        const HcaModelConfig *cfg, char *err, size_t errlen);
+void hca_model_free(HcaModel *m);
+/* Power-on / PCI reset: every object and all state is dropped. */
+void hca_model_reset(HcaModel *m);
+
+/* BAR0 accesses; size is 1, 2, 4 or 8. */
+void hca_model_mmio_read(HcaModel *m, uint64_t offset, void *data,
+                         unsigned size);
+void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data,
+                          unsigned size);
+
+/* Deferred work requested by schedule(), and the timer of timer_mod(). */
+void hca_model_run(HcaModel *m);
+void hca_model_timer(HcaModel *m);
+
+/* Change the trace categories at run time (same syntax as trace_filter). */
+bool hca_model_set_trace_filter(HcaModel *m, const char *filter);
+
+/* A human-readable dump of the device state (caller frees with free()). */
+char *hca_model_info(HcaModel *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HCASIM_HCA_MODEL_H */

@@ -1,0 +1,93 @@
+// The C interface (hcasim/hca_model.h) over Device.
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+#include "device.h"
+#include "hcasim/hca_model.h"
+
+namespace {
+
+class CHost final : public hca::Host {
+  public:
+    CHost(const HcaHostOps &ops, void *opaque) : ops_(ops), opaque_(opaque) {}
+    bool dma_read(uint64_t addr, void *buf, size_t len) override { return ops_.dma_read(opaque_, addr, buf, len); }
+    bool dma_write(uint64_t addr, const void *buf, size_t len) override {
+        return ops_.dma_write(opaque_, addr, buf, len);
+    }
+    void msix_notify(unsigned vector) override { ops_.msix_notify(opaque_, vector); }
+    void schedule() override { ops_.schedule(opaque_); }
+    void timer_mod(int64_t deadline_ns) override { ops_.timer_mod(opaque_, deadline_ns); }
+    int64_t now_ns() override { return ops_.clock_ns(opaque_); }
+    void port_tx(unsigned port, const void *pkt, size_t len) override {
+        if (ops_.port_tx) {
+            ops_.port_tx(opaque_, port, pkt, len);
+        }
+    }
+
+  private:
+    HcaHostOps ops_;
+    void *opaque_;
+};
+
+}  // namespace
+
+struct HcaModel {
+    CHost host;
+    hca::Device dev;
+    HcaModel(const HcaHostOps &ops, void *opaque, const hca::DeviceConfig &cfg) : host(ops, opaque), dev(host, cfg) {}
+};
+
+extern "C" {
+
+HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque, const HcaModelConfig *cfg, char *err, size_t errlen) {
+    hca::DeviceConfig c;
+    if (cfg) {
+        c.node_guid = cfg->node_guid;
+        c.trace_path = cfg->trace_path ? cfg->trace_path : "";
+        if (cfg->trace_filter && *cfg->trace_filter) {
+            c.trace_filter = cfg->trace_filter;
+        }
+        c.trace_max_bytes = cfg->trace_max_bytes;
+    }
+    try {
+        return new HcaModel(*ops, opaque, c);
+    } catch (const std::exception &e) {
+        if (err && errlen) {
+            std::snprintf(err, errlen, "%s", e.what());
+        }
+        return nullptr;
+    }
+}
+
+void hca_model_free(HcaModel *m) { delete m; }
+
+void hca_model_reset(HcaModel *m) { m->dev.reset(); }
+
+void hca_model_mmio_read(HcaModel *m, uint64_t offset, void *data, unsigned size) {
+    m->dev.mmio_read(offset, static_cast<uint8_t *>(data), size);
+}
+
+void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data, unsigned size) {
+    m->dev.mmio_write(offset, static_cast<const uint8_t *>(data), size);
+}
+
+void hca_model_run(HcaModel *m) { m->dev.run(); }
+
+void hca_model_timer(HcaModel *m) { m->dev.on_timer(); }
+
+bool hca_model_set_trace_filter(HcaModel *m, const char *filter) {
+    return m->dev.set_trace_filter(filter ? filter : "");
+}
+
+char *hca_model_info(HcaModel *m) {
+    const std::string s = m->dev.info();
+    char *out = static_cast<char *>(std::malloc(s.size() + 1));
+    if (out) {
+        std::memcpy(out, s.c_str(), s.size() + 1);
+    }
+    return out;
+}
+
+}  // extern "C"

@@ -1,0 +1,124 @@
+#include "caps.h"
+
+#include <fmt/format.h>
+#include <span>
+
+namespace hca {
+
+namespace {
+
+#define GEN(f, max, cur, settable) CapEntry{ifc::cmd_hca_cap::f, #f, max, cur, settable}
+
+// General device capabilities (cmd_hca_cap).  Anything not listed reads 0.
+// Why each value: docs/CAPABILITIES.md.
+const CapEntry kGeneralCaps[] = {
+    // Queue and object limits.
+    GEN(log_max_srq_sz, 15, 15, false),
+    GEN(log_max_qp_sz, 15, 15, false),
+    GEN(log_max_qp, 18, 18, true),  // prof_sel 2 writes min(18, max)
+    GEN(log_max_srq, 16, 16, false),
+    GEN(log_max_cq_sz, 22, 22, false),
+    GEN(log_max_cq, 16, 16, false),
+    GEN(log_max_eq_sz, 22, 22, false),
+    GEN(log_max_mkey, 16, 16, false),
+    GEN(log_max_eq, 4, 4, false),  // 16 EQs: 4 async + up to 12 completion
+    GEN(log_max_mrw_sz, 64, 64, false),
+    GEN(log_max_klm_list_size, 16, 16, false),
+    GEN(log_max_ra_req_qp, 4, 4, false),
+    GEN(log_max_ra_res_qp, 4, 4, false),
+    GEN(log_max_msg, 30, 30, false),
+    GEN(log_max_mcg, 12, 12, false),
+    GEN(max_qp_mcg, 240, 240, false),
+    GEN(log_max_pd, 16, 16, false),
+    GEN(log_max_xrcd, 8, 8, false),
+    GEN(log_max_rmp, 16, 16, false),
+    GEN(log_max_rq, 16, 16, false),
+    GEN(max_wqe_sz_sq, 1024, 1024, false),
+    GEN(max_wqe_sz_rq, 512, 512, false),
+    GEN(gid_table_size, 8, 8, false),
+    GEN(pkey_table_size, 0, 0, true),  // encoded: 0 = 128 entries
+    // Port and transport.
+    GEN(port_type, 0, 0, false),  // InfiniBand
+    GEN(num_ports, 1, 1, false),
+    GEN(local_ca_ack_delay, 16, 16, false),
+    GEN(xrc, 1, 1, false),
+    GEN(ud, 1, 1, false),
+    GEN(uc, 1, 1, false),
+    GEN(rc, 1, 1, false),
+    GEN(cqe_version, 0, 0, false),
+    // Memory registration: no UMR-based loading yet (no MR cache).
+    GEN(umr_modify_entity_size_disabled, 1, 1, false),
+    GEN(umr_modify_atomic_disabled, 1, 1, false),
+    GEN(umr_indirect_mkey_disabled, 1, 1, false),
+    GEN(log_pg_sz, 12, 12, false),
+    // UAR and doorbells: 4 KiB UAR pages, no BlueFlame yet.
+    GEN(bf, 0, 0, false),
+    GEN(log_bf_reg_size, 9, 9, false),
+    GEN(log_uar_page_sz, 0, 0, true),
+    GEN(uar_4k, 0, 0, true),
+    GEN(num_of_uars_per_page, 1, 1, false),
+    // Firmware interface.
+    GEN(driver_version, 1, 1, false),
+    GEN(cmdif_checksum, 0, 0, true),
+    GEN(mcam_reg, 1, 1, false),  // MCAM: MCQS/MCQI for devlink info
+    GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
+};
+
+#undef GEN
+
+void fill(Caps::Image &img, std::span<const CapEntry> table, bool max) {
+    img.fill(0);
+    for (const CapEntry &e : table) {
+        ifc::set(img.data(), e.field, max ? e.max : e.cur);
+    }
+}
+
+std::span<const CapEntry> table_of(uint16_t type) {
+    switch (type) {
+    case kCapGeneral:
+        return kGeneralCaps;
+    default:
+        return {};
+    }
+}
+
+}  // namespace
+
+Caps::Caps() {
+    pages_[kCapGeneral];
+    reset();
+}
+
+void Caps::reset() {
+    for (auto &[type, page] : pages_) {
+        fill(page.max, table_of(type), true);
+        fill(page.cur, table_of(type), false);
+    }
+}
+
+const Caps::Image &Caps::image(uint16_t type, bool current) const {
+    const Page &p = pages_.at(type);
+    return current ? p.cur : p.max;
+}
+
+std::string Caps::set(uint16_t type, const uint8_t *img) {
+    auto it = pages_.find(type);
+    if (it == pages_.end()) {
+        return fmt::format("capability type 0x{:x} is not supported", type);
+    }
+    // Check everything first so a refused SET changes nothing.
+    for (const CapEntry &e : table_of(type)) {
+        const uint64_t v = ifc::get(img, e.field);
+        if (e.settable && v > e.max) {
+            return fmt::format("{} = {} exceeds the maximum {}", e.name, v, e.max);
+        }
+    }
+    for (const CapEntry &e : table_of(type)) {
+        if (e.settable) {
+            ifc::set(it->second.cur.data(), e.field, ifc::get(img, e.field));
+        }
+    }
+    return {};
+}
+
+}  // namespace hca

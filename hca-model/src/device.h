@@ -1,0 +1,130 @@
+// The HCA: BAR0 decoding, the deferred-work loop, timers, and the
+// subsystems (initialization segment, command interface, firmware, UARs,
+// EQs).  One instance per PCI function.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cmdif.h"
+#include "hcasim/hca_model.h"
+#include "eq.h"
+#include "firmware.h"
+#include "host.h"
+#include "iseg.h"
+#include "registers.h"
+#include "timers.h"
+#include "trace.h"
+#include "uar.h"
+
+namespace hca {
+
+struct DeviceConfig {
+    uint64_t node_guid = 0;
+    std::string trace_path;
+    std::string trace_filter = "all";
+    uint64_t trace_max_bytes = 0;
+};
+
+struct ConfigError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Firmware identity (iseg fw_rev, ibv_devinfo fw_ver, devlink).
+inline constexpr uint16_t kFwMajor = 16;
+inline constexpr uint16_t kFwMinor = 35;
+inline constexpr uint16_t kFwSubMinor = 2000;
+inline constexpr const char *kBoardId = "MT_0000000010";  // QUERY_ADAPTER PSID
+
+class Device {
+  public:
+    Device(Host &host, const DeviceConfig &cfg);
+    Device(const Device &) = delete;
+    Device &operator=(const Device &) = delete;
+
+    void reset();
+    void mmio_read(uint64_t offset, uint8_t *data, unsigned size);
+    void mmio_write(uint64_t offset, const uint8_t *data, unsigned size);
+    // Deferred work: command doorbells, UAR doorbells.
+    void run();
+    void on_timer();
+    std::string info();
+    bool set_trace_filter(std::string_view filter);
+
+    // Services for the subsystems.
+    int64_t now() { return host_.now_ns(); }
+    bool dma_read(uint64_t addr, void *buf, size_t len);
+    bool dma_write(uint64_t addr, const void *buf, size_t len);
+    void msix(unsigned vector);
+    void schedule();
+    Timers::Id add_timer(int64_t delay_ns, std::function<void()> fn);
+    void cancel_timer(Timers::Id id);
+
+    template <typename... Args>
+    void trace(uint32_t cat, fmt::format_string<Args...> f, Args &&...args) {
+        if (tracer_.on(cat)) {
+            tracer_.emit(cat, now(), f, std::forward<Args>(args)...);
+        }
+    }
+    // A guest mistake the device detected.  Rate limited so a hostile guest
+    // cannot flood the trace.
+    template <typename... Args>
+    void guest_error(fmt::format_string<Args...> f, Args &&...args) {
+        ++counters.guest_errors;
+        if (!tracer_.on(kTrGuestErr) || !guest_error_budget()) {
+            return;
+        }
+        tracer_.emit(kTrGuestErr, now(), f, std::forward<Args>(args)...);
+    }
+    Tracer &tracer() { return tracer_; }
+    const DeviceConfig &config() const { return cfg_; }
+    uint64_t node_guid() const { return node_guid_; }
+
+    struct Counters {
+        uint64_t commands = 0;
+        uint64_t command_errors = 0;
+        uint64_t eqes = 0;
+        uint64_t msix = 0;
+        uint64_t doorbells = 0;
+        uint64_t guest_errors = 0;
+    } counters;
+
+  private:
+    bool guest_error_budget();
+    void sync_timer();
+    void uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsigned size);
+
+    Host &host_;
+    DeviceConfig cfg_;
+    uint64_t node_guid_;
+    Tracer tracer_;
+    Timers timers_;
+    int64_t timer_armed_at_ = -1;
+    int64_t guest_error_window_ = 0;
+    uint32_t guest_errors_in_window_ = 0;
+    bool scheduled_ = false;
+
+    struct Doorbell {
+        uint32_t uar;
+        uint16_t offset;
+        uint8_t size;
+        uint8_t data[8];
+    };
+    std::deque<Doorbell> doorbells_;
+
+  public:
+    // Subsystems, in dependency order.
+    InitSeg iseg;
+    Firmware fw;
+    Registers regs;
+    UarTable uars;
+    EqTable eqs;
+    CommandInterface cmdif;
+};
+
+}  // namespace hca

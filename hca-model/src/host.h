@@ -1,0 +1,26 @@
+// What the model needs from its host: guest memory, MSI-X, deferred work, a
+// timer and a clock.  QEMU implements it over pci_dma_*/msix_notify/BHs, the
+// test bench over a fake guest memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hca {
+
+class Host {
+  public:
+    virtual ~Host() = default;
+    // False when any byte of the range is not guest memory.
+    virtual bool dma_read(uint64_t addr, void *buf, size_t len) = 0;
+    virtual bool dma_write(uint64_t addr, const void *buf, size_t len) = 0;
+    virtual void msix_notify(unsigned vector) = 0;
+    // Run Device::run() soon, off the caller's (vCPU) path.
+    virtual void schedule() = 0;
+    // Call Device::on_timer() at deadline_ns (replaces; negative cancels).
+    virtual void timer_mod(int64_t deadline_ns) = 0;
+    virtual int64_t now_ns() = 0;
+    virtual void port_tx(unsigned port, const void *pkt, size_t len) = 0;
+};
+
+}  // namespace hca

@@ -1,0 +1,46 @@
+// Translation of a queue buffer (EQ, CQ, QP, SRQ) described by a PAS list:
+// pages of 4 KiB << log_page_size, the first one entered at page_offset.
+// Kernel buffers are not physically contiguous, so every access goes
+// through here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hca {
+
+class PageList {
+  public:
+    // Reads npages BE64 entries; checks count and alignment against the
+    // bytes the queue needs.  Returns "" or why the list is unusable.
+    std::string init(std::span<const uint8_t> pas, uint64_t npages, unsigned log_page_size,
+                     uint64_t page_offset_bytes, uint64_t bytes);
+    // Guest address of byte off of the buffer (off < bytes()).
+    uint64_t addr(uint64_t off) const {
+        const uint64_t o = off + offset_;
+        return pages_[o >> shift_] + (o & ((uint64_t{1} << shift_) - 1));
+    }
+    // Bytes from off to the end of its page (for contiguous DMA chunks).
+    uint64_t run(uint64_t off) const {
+        const uint64_t o = off + offset_;
+        return (uint64_t{1} << shift_) - (o & ((uint64_t{1} << shift_) - 1));
+    }
+    uint64_t bytes() const { return bytes_; }
+    unsigned page_shift() const { return shift_; }
+    size_t npages() const { return pages_.size(); }
+    // Number of PAS entries a buffer of this size needs.
+    static uint64_t pages_needed(uint64_t bytes, unsigned log_page_size, uint64_t page_offset_bytes) {
+        const unsigned shift = 12 + log_page_size;
+        return (bytes + page_offset_bytes + (uint64_t{1} << shift) - 1) >> shift;
+    }
+
+  private:
+    std::vector<uint64_t> pages_;
+    unsigned shift_ = 12;
+    uint64_t offset_ = 0;
+    uint64_t bytes_ = 0;
+};
+
+}  // namespace hca

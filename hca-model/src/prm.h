@@ -1,0 +1,93 @@
+// PRM constants shared by the firmware and the data path: command status
+// codes, delivery status, event types, command opcodes.
+#pragma once
+
+#include <cstdint>
+
+namespace hca {
+
+// Command outbox status (core/cmd.c cmd_status_str()).
+enum class Status : uint8_t {
+    OK = 0x00,
+    INT_ERR = 0x01,
+    BAD_OP = 0x02,
+    BAD_PARAM = 0x03,
+    BAD_SYS_STATE = 0x04,
+    BAD_RES = 0x05,
+    RES_BUSY = 0x06,
+    LIM = 0x08,
+    BAD_RES_STATE = 0x09,
+    BAD_INDEX = 0x0a,
+    NO_RES = 0x0f,
+    BAD_QP_STATE = 0x10,
+    BAD_PKT = 0x30,
+    BAD_SIZE = 0x40,
+    BAD_INPUT_LEN = 0x50,
+    BAD_OUTPUT_LEN = 0x51,
+};
+const char *status_name(Status s);
+
+// Command-queue delivery status, status_own bits 7:1 (cmd.c deliv_status_to_str()).
+enum class Delivery : uint8_t {
+    OK = 0x00,
+    SIGNATURE_ERR = 0x01,
+    TOKEN_ERR = 0x02,
+    BAD_BLOCK_NUMBER = 0x03,
+    OUTPUT_POINTER_NOT_ALIGNED = 0x04,
+    INPUT_POINTER_NOT_ALIGNED = 0x05,
+    FW_INTERNAL_ERR = 0x06,
+    INPUT_LEN_ERR = 0x07,
+    OUTPUT_LEN_ERR = 0x08,
+    RESERVED_NOT_ZERO = 0x09,
+    BAD_COMMAND_DESCRIPTOR = 0x10,
+};
+const char *delivery_name(Delivery d);
+
+// EQE types (device.h MLX5_EVENT_TYPE_*).
+enum EventType : uint8_t {
+    kEventComp = 0x00,
+    kEventPathMig = 0x01,
+    kEventCommEst = 0x02,
+    kEventSqDrained = 0x03,
+    kEventCqError = 0x04,
+    kEventWqCatastrophic = 0x05,
+    kEventPathMigFailed = 0x07,
+    kEventPortChange = 0x09,
+    kEventCmd = 0x0a,
+    kEventPageRequest = 0x0b,
+    kEventWqInvalReq = 0x10,
+    kEventWqAccessErr = 0x11,
+    kEventSrqCatastrophic = 0x12,
+    kEventSrqLastWqe = 0x13,
+    kEventSrqRqLimit = 0x14,
+};
+
+// Firmware command opcodes (mlx5_ifc.h MLX5_CMD_OP_*).
+enum Opcode : uint16_t {
+    kOpQueryHcaCap = 0x100,
+    kOpQueryAdapter = 0x101,
+    kOpInitHca = 0x102,
+    kOpTeardownHca = 0x103,
+    kOpEnableHca = 0x104,
+    kOpDisableHca = 0x105,
+    kOpQueryPages = 0x107,
+    kOpManagePages = 0x108,
+    kOpSetHcaCap = 0x109,
+    kOpQueryIssi = 0x10a,
+    kOpSetIssi = 0x10b,
+    kOpSetDriverVersion = 0x10d,
+    kOpCreateEq = 0x301,
+    kOpDestroyEq = 0x302,
+    kOpQueryEq = 0x303,
+    kOpAllocUar = 0x802,
+    kOpDeallocUar = 0x803,
+    kOpAccessReg = 0x805,
+    kOpNop = 0x80d,
+};
+// Name as the driver prints it (core/cmd.c mlx5_command_str()).
+const char *opcode_name(uint16_t opcode);
+
+inline constexpr uint32_t kPageShift = 12;
+inline constexpr uint64_t kPageSize = uint64_t{1} << kPageShift;
+
+}  // namespace hca

@@ -1,0 +1,49 @@
+// Access registers (ACCESS_REG, core/port.c mlx5_core_access_reg()): a
+// table of register id, name, size and handler.  A read answers the
+// register with the input's index fields echoed; a write updates it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace hca {
+
+struct CmdCtx;
+class Device;
+
+// Register ids (include/linux/mlx5/driver.h MLX5_REG_*).
+enum RegisterId : uint16_t {
+    kRegMcqs = 0x9060,
+    kRegMcqi = 0x9061,
+    kRegMcam = 0x907f,
+    kRegHostEndianness = 0x7004,
+};
+
+struct RegAccess {
+    CmdCtx &cmd;
+    bool write;
+    uint32_t argument;
+    std::span<const uint8_t> in;  // register data from the inbox
+    std::span<uint8_t> out;       // register data of the outbox (in echoed)
+};
+
+class Registers {
+  public:
+    explicit Registers(Device &dev) : dev_(dev) {}
+    void reset();
+    void access(CmdCtx &c);
+
+    // Handlers (one per register).
+    void host_endianness(RegAccess &r);
+    void mcam(RegAccess &r);
+    void mcqs(RegAccess &r);
+    void mcqi(RegAccess &r);
+
+  private:
+    Device &dev_;
+    std::array<uint8_t, 16> host_endianness_{};
+};
+
+}  // namespace hca

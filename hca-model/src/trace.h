@@ -1,0 +1,106 @@
+// Device trace: one text line per event, with a monotonic sequence number,
+// the host time and the guest's own identifiers (slot, opcode, EQN, ...).
+//
+//   <seq> <time_us> <category> <event> key=value ...
+//
+// Categories are selected at start (HcaModelConfig.trace_filter) and at run
+// time.  A disabled category costs one load and branch.  The file is capped:
+// when it reaches half the cap it is rotated to <path>.1, so at most the cap
+// is kept on disk and the guest never waits for the trace.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace hca {
+
+enum TraceCat : uint32_t {
+    kTrIseg = 1u << 0,      // initialization segment accesses that change state
+    kTrCmd = 1u << 1,       // firmware commands
+    kTrEq = 1u << 2,        // EQ doorbells and EQEs
+    kTrIrq = 1u << 3,       // MSI-X
+    kTrUar = 1u << 4,       // UAR page writes (doorbells)
+    kTrPages = 1u << 5,     // firmware page management
+    kTrGuestErr = 1u << 6,  // guest errors the device detected
+    kTrCmdData = 1u << 7,   // command payload dumps (verbose)
+};
+
+struct TraceCatInfo {
+    uint32_t cat;
+    const char *name;
+    const char *help;
+};
+
+inline constexpr TraceCatInfo kTraceCats[] = {
+    {kTrIseg, "iseg", "initialization segment writes"},
+    {kTrCmd, "cmd", "firmware commands: opcode, status, syndrome, time"},
+    {kTrEq, "eq", "EQ creation, doorbells, arming and EQEs"},
+    {kTrIrq, "irq", "MSI-X messages"},
+    {kTrUar, "uar", "writes to UAR pages"},
+    {kTrPages, "pages", "pages given to and taken from the device"},
+    {kTrGuestErr, "guest_err", "guest errors detected by the device"},
+    {kTrCmdData, "cmd_data", "command input/output payloads (verbose)"},
+};
+
+const char *trace_cat_name(uint32_t cat);
+
+// Bytes as contiguous lower-case hex, for payload dumps.
+std::string to_hex(std::span<const uint8_t> bytes);
+
+// Parses "all", "none", "cmd,eq", "all,-uar" into a category mask.
+bool parse_trace_filter(std::string_view filter, uint32_t *mask);
+
+class Tracer {
+  public:
+    Tracer() = default;
+    ~Tracer();
+    Tracer(const Tracer &) = delete;
+    Tracer &operator=(const Tracer &) = delete;
+
+    // Opens path (empty: tracing to a file is off).
+    bool open(const std::string &path, uint64_t max_bytes, std::string *err);
+    void set_mask(uint32_t mask) { mask_ = file_ ? mask : 0; wanted_ = mask; }
+    uint32_t mask() const { return wanted_; }
+
+    bool on(uint32_t cat) const { return (mask_ & cat) != 0; }
+
+    template <typename... Args>
+    void emit(uint32_t cat, int64_t now_ns, fmt::format_string<Args...> f, Args &&...args) {
+        if (!on(cat)) {
+            return;
+        }
+        buf_.clear();
+        fmt::format_to(std::back_inserter(buf_), "{} {}.{:03} {} ", ++seq_, now_ns / 1000,
+                       (now_ns % 1000 + 1000) % 1000, trace_cat_name(cat));
+        fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
+        buf_.push_back('\n');
+        write(std::string_view(buf_.data(), buf_.size()));
+    }
+
+    uint64_t seq() const { return seq_; }
+    // Makes everything emitted so far visible to readers of the file.
+    void flush() {
+        if (file_) {
+            std::fflush(file_);
+        }
+    }
+
+  private:
+    void write(std::string_view line);
+
+    FILE *file_ = nullptr;
+    std::string path_;
+    uint64_t max_bytes_ = 0;
+    uint64_t written_ = 0;
+    uint64_t seq_ = 0;
+    uint32_t mask_ = 0;
+    uint32_t wanted_ = 0;
+    fmt::memory_buffer buf_;
+};
+
+}  // namespace hca

@@ -1,0 +1,159 @@
+#!/bin/bash
+# Build the hcasim guest: Debian's generic amd64 kernel, a tiny initramfs made
+# of Debian's busybox-static plus the kernel's own virtio/ext4 modules, and an
+# ext4 root filesystem with the packages of packages.txt.
+#
+# The result is cached under $HCASIM_CACHE/image/<key>, where <key> hashes this
+# script, the package list, the files we add to the guest and the archive's
+# current candidate version of every listed package; a new kernel revision in
+# the archive therefore produces a new image.  The directory is linked to
+# build/image (or $1).
+#
+# Usage: images/build-image.sh [LINK]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${HCASIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hcasim}
+link=${1:-$here/../build/image}
+mirror=${HCASIM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+security_mirror=${HCASIM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+
+step() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() { printf 'image: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "building the guest image needs root (debootstrap, chroot)"
+for tool in debootstrap mke2fs cpio gzip apt-cache sha256sum; do
+    command -v "$tool" > /dev/null || die "missing $tool (run ./hcasim setup)"
+done
+
+cd "$here"
+mapfile -t pkgs < <(sed -e 's/#.*//' packages.txt | awk NF)
+versions=$(apt-cache policy "${pkgs[@]}" | awk '/^[^ ]/ {p = $1} /Candidate:/ {print p, $2}')
+if grep -q '(none)' <<< "$versions"; then
+    die "apt has no candidate for: $(grep '(none)' <<< "$versions" | tr '\n' ' ') (apt-get update?)"
+fi
+key=$({
+    cat build-image.sh packages.txt initramfs/init
+    find rootfs -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done
+    echo "$versions"
+} | sha256sum | cut -c1-16)
+dir=$cache/image/$key
+
+publish() {
+    mkdir -p "$(dirname "$link")"
+    ln -sfn "$dir" "$link"
+    step "guest image ready: $link -> $dir"
+    sed -n '1,3p' "$dir/manifest.txt"
+}
+
+if [ -f "$dir/.complete" ]; then
+    publish
+    exit 0
+fi
+
+step "building guest image $key (debootstrap + apt; several minutes on a fresh machine)"
+work=$cache/image/$key.tmp
+root=$work/rootfs
+log=$work/build.log
+cleanup() {
+    for m in dev/pts dev proc sys; do
+        mountpoint -q "$root/$m" 2> /dev/null && umount -l "$root/$m"
+    done
+    return 0
+}
+trap 'cleanup; echo "image: failed; log: $log" >&2' ERR
+trap cleanup EXIT
+cleanup
+rm -rf "$work"
+mkdir -p "$work"
+
+step "debootstrap bookworm (minbase) - log in $log"
+debootstrap --variant=minbase bookworm "$root" "$mirror" >> "$log" 2>&1 ||
+    { tail -20 "$log"; die "debootstrap failed"; }
+
+cat > "$root/etc/apt/sources.list" << EOF
+deb $mirror bookworm main
+deb $mirror bookworm-updates main
+deb $security_mirror bookworm-security main
+EOF
+# No services may start inside the build chroot, and the kernel package must
+# not build Debian's initramfs: ours (below) is what the guest boots.
+printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
+chmod +x "$root/usr/sbin/policy-rc.d"
+chroot "$root" dpkg-divert --local --rename --add /usr/sbin/update-initramfs >> "$log" 2>&1
+printf '#!/bin/sh\n# hcasim: the guest boots the initramfs of images/build-image.sh\nexit 0\n' > "$root/usr/sbin/update-initramfs"
+chmod +x "$root/usr/sbin/update-initramfs"
+
+mount -t proc proc "$root/proc"
+mount -t sysfs sysfs "$root/sys"
+mount --bind /dev "$root/dev"
+mount --bind /dev/pts "$root/dev/pts"
+
+step "apt-get install ${#pkgs[@]} packages"
+chroot "$root" apt-get update >> "$log" 2>&1 || { tail -20 "$log"; die "apt-get update failed"; }
+DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y --no-install-recommends \
+    "${pkgs[@]}" >> "$log" 2>&1 || { tail -20 "$log"; die "apt-get install failed"; }
+chroot "$root" apt-get clean
+rm -rf "$root"/var/lib/apt/lists/* "$root/usr/sbin/policy-rc.d"
+cleanup
+
+kver=$(ls "$root/lib/modules" | sort -V | tail -1)
+[ -n "$kver" ] || die "no kernel installed"
+step "kernel $kver"
+
+# Files of ours, then the rdma-core test suite copied out and gunzipped
+# (SUITES.md section 2).
+cp -a rootfs/. "$root/"
+tests=$(find "$root/usr/share/doc" -path '*/tests/run_tests.py*' -printf '%h\n' | head -1)
+if [ -n "$tests" ]; then
+    rm -rf "$root/opt/rdma-tests"
+    mkdir -p "$root/opt"
+    cp -r "$tests" "$root/opt/rdma-tests"
+    find "$root/opt/rdma-tests" -name '*.gz' -exec gunzip -f {} +
+fi
+# Keep the kernel's device names (mlx5_0, ib0); users may opt in to
+# rdma-core's persistent names by restoring this rule.
+rm -f "$root/lib/udev/rules.d/60-rdma-persistent-naming.rules"
+
+{
+    echo "hcasim guest image $key"
+    echo "kernel $kver $(chroot "$root" dpkg-query -W -f '${Version}' "linux-image-$kver")"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $mirror bookworm (+updates, +security)"
+    chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' "${pkgs[@]}" 2> /dev/null | grep -v '^linux-image-amd64 ' | sed 's/^/package /'
+} > "$work/manifest.txt"
+cp "$work/manifest.txt" "$root/etc/hcasim-image"
+
+step "initramfs (busybox-static + virtio/ext4 modules)"
+ird=$work/initramfs
+mkdir -p "$ird"/{bin,dev,proc,sys,newroot,lib/modules}
+cp "$root/bin/busybox" "$ird/bin/busybox"
+cp initramfs/init "$ird/init"
+chmod +x "$ird/init"
+: > "$ird/modules.load"
+chroot "$root" modprobe -S "$kver" -a --show-depends virtio_pci virtio_blk ext4 |
+    awk '$1 == "insmod" {print $2}' | while read -r ko; do
+    rel=${ko#/lib/modules/}
+    case "$rel" in
+    *.ko.xz) mkdir -p "$ird/lib/modules/$(dirname "$rel")"
+        xz -dc "$root$ko" > "$ird/lib/modules/${rel%.xz}"; rel=${rel%.xz} ;;
+    *.ko.zst) mkdir -p "$ird/lib/modules/$(dirname "$rel")"
+        zstd -qdc "$root$ko" > "$ird/lib/modules/${rel%.zst}"; rel=${rel%.zst} ;;
+    *) install -D -m 644 "$root$ko" "$ird/lib/modules/$rel" ;;
+    esac
+    grep -qxF "$rel" "$ird/modules.load" || echo "$rel" >> "$ird/modules.load"
+done
+[ -s "$ird/modules.load" ] || die "no modules for the initramfs"
+(cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.img"
+cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"
+rm -f "$root"/boot/initrd.img*
+
+step "ext4 root filesystem"
+size_mb=$(($(du -sm "$root" | cut -f1) * 5 / 4 + 256))
+mke2fs -q -t ext4 -L hcasim-root -d "$root" -E root_owner=0:0 "$work/rootfs.ext4" "${size_mb}M" >> "$log" 2>&1 ||
+    { tail -20 "$log"; die "mke2fs failed"; }
+rm -rf "$root" "$ird"
+touch "$work/.complete"
+rm -rf "$dir"
+mv "$work" "$dir"
+trap - ERR EXIT
+publish

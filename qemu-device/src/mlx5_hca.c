@@ -1,0 +1,374 @@
+/*
+ * hcasim: emulated Mellanox ConnectX-5 (mlx5) InfiniBand HCA
+ *
+ * This file is only the QEMU side: QOM registration, PCI config space,
+ * BAR0 (initialization segment and UAR pages), MSI-X in its own BAR, DMA
+ * through pci_dma_read/write, the bottom half and timer the model asks for,
+ * and the device properties.  Everything the HCA does lives in the hcasim
+ * model library (hca-model/), reached through hcasim/hca_model.h.
+ *
+ * Usage:
+ *   -device pcie-root-port,id=rp0,chassis=1,x-speed=8,x-width=16
+ *   -device mlx5-hca,bus=rp0[,node-guid=<u64>][,trace=<file>]
+ *           [,trace-filter=<categories>][,trace-max-bytes=<n>]
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/main-loop.h"
+#include "qemu/module.h"
+#include "qemu/timer.h"
+#include "qemu/units.h"
+#include "qapi/error.h"
+#include "hw/pci/pci.h"
+#include "hw/pci/pcie.h"
+#include "hw/pci/msix.h"
+#include "hw/qdev-properties.h"
+#include "migration/vmstate.h"
+#include "qom/object.h"
+#include "trace.h"
+
+#include "hca_model.h"
+
+#define TYPE_MLX5_HCA "mlx5-hca"
+OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
+
+#define MLX5_HCA_BAR0 0
+#define MLX5_HCA_MSIX_BAR 2
+#define MLX5_HCA_PCIE_CAP_OFFSET 0x60
+
+struct Mlx5HcaState {
+    PCIDevice parent_obj;
+
+    MemoryRegion bar0;
+    QEMUBH *bh;
+    QEMUTimer *timer;
+    HcaModel *model;
+
+    /* properties */
+    uint64_t node_guid;
+    char *trace_path;
+    char *trace_filter;
+    uint64_t trace_max_bytes;
+};
+
+/* Host services for the model */
+
+static bool mlx5_hca_dma_read(void *opaque, uint64_t addr, void *buf,
+                              size_t len)
+{
+    Mlx5HcaState *s = opaque;
+    MemTxResult r = pci_dma_read(PCI_DEVICE(s), addr, buf, len);
+
+    if (r != MEMTX_OK) {
+        trace_mlx5_hca_dma_error("read", addr, len);
+    }
+    return r == MEMTX_OK;
+}
+
+static bool mlx5_hca_dma_write(void *opaque, uint64_t addr, const void *buf,
+                               size_t len)
+{
+    Mlx5HcaState *s = opaque;
+    MemTxResult r = pci_dma_write(PCI_DEVICE(s), addr, buf, len);
+
+    if (r != MEMTX_OK) {
+        trace_mlx5_hca_dma_error("write", addr, len);
+    }
+    return r == MEMTX_OK;
+}
+
+static void mlx5_hca_msix_notify(void *opaque, unsigned vector)
+{
+    PCIDevice *pdev = PCI_DEVICE(opaque);
+
+    if (!msix_enabled(pdev) || vector >= HCA_MODEL_MSIX_VECTORS) {
+        trace_mlx5_hca_msix_dropped(vector);
+        return;
+    }
+    trace_mlx5_hca_msix(vector, msix_is_masked(pdev, vector));
+    msix_notify(pdev, vector);
+}
+
+static void mlx5_hca_schedule(void *opaque)
+{
+    Mlx5HcaState *s = opaque;
+
+    qemu_bh_schedule(s->bh);
+}
+
+static void mlx5_hca_timer_mod(void *opaque, int64_t deadline_ns)
+{
+    Mlx5HcaState *s = opaque;
+
+    if (deadline_ns < 0) {
+        timer_del(s->timer);
+    } else {
+        timer_mod(s->timer, deadline_ns);
+    }
+}
+
+static int64_t mlx5_hca_clock_ns(void *opaque)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+}
+
+static const HcaHostOps mlx5_hca_host_ops = {
+    .dma_read = mlx5_hca_dma_read,
+    .dma_write = mlx5_hca_dma_write,
+    .msix_notify = mlx5_hca_msix_notify,
+    .schedule = mlx5_hca_schedule,
+    .timer_mod = mlx5_hca_timer_mod,
+    .clock_ns = mlx5_hca_clock_ns,
+    .port_tx = NULL,
+};
+
+static void mlx5_hca_bh(void *opaque)
+{
+    Mlx5HcaState *s = opaque;
+
+    hca_model_run(s->model);
+}
+
+static void mlx5_hca_timer(void *opaque)
+{
+    Mlx5HcaState *s = opaque;
+
+    hca_model_timer(s->model);
+}
+
+/* BAR0: initialization segment at 0, UAR page N at N * 4 KiB */
+
+static uint64_t mlx5_hca_bar0_read(void *opaque, hwaddr addr, unsigned size)
+{
+    Mlx5HcaState *s = opaque;
+    uint8_t buf[8];
+    uint64_t val;
+
+    hca_model_mmio_read(s->model, addr, buf, size);
+    val = ldn_le_p(buf, size);
+    trace_mlx5_hca_bar0_read(addr, size, val);
+    return val;
+}
+
+static void mlx5_hca_bar0_write(void *opaque, hwaddr addr, uint64_t val,
+                                unsigned size)
+{
+    Mlx5HcaState *s = opaque;
+    uint8_t buf[8];
+
+    trace_mlx5_hca_bar0_write(addr, size, val);
+    stn_le_p(buf, size, val);
+    hca_model_mmio_write(s->model, addr, buf, size);
+}
+
+/*
+ * The driver uses ioread32be/iowrite32be, 8-bit reads of the health buffer
+ * and 64-bit doorbell stores of pre-swapped data: keep every access whole
+ * and hand the model the bytes in guest memory order.
+ */
+static const MemoryRegionOps mlx5_hca_bar0_ops = {
+    .read = mlx5_hca_bar0_read,
+    .write = mlx5_hca_bar0_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+    },
+    .impl = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+    },
+};
+
+/* PCI Express link as on a real ConnectX-5 slot: 8 GT/s, x16 */
+static void mlx5_hca_init_link(PCIDevice *pdev)
+{
+    uint8_t *exp = pdev->config + pdev->exp.exp_cap;
+
+    pci_long_test_and_clear_mask(exp + PCI_EXP_LNKCAP,
+                                 PCI_EXP_LNKCAP_MLW | PCI_EXP_LNKCAP_SLS);
+    pci_long_test_and_set_mask(exp + PCI_EXP_LNKCAP,
+                               QEMU_PCI_EXP_LNKCAP_MLW(QEMU_PCI_EXP_LNK_X16) |
+                               QEMU_PCI_EXP_LNKCAP_MLS(QEMU_PCI_EXP_LNK_8GT));
+    pci_set_word(exp + PCI_EXP_LNKSTA,
+                 QEMU_PCI_EXP_LNKSTA_NLW(QEMU_PCI_EXP_LNK_X16) |
+                 QEMU_PCI_EXP_LNKSTA_CLS(QEMU_PCI_EXP_LNK_8GT));
+    pci_set_long(exp + PCI_EXP_LNKCAP2,
+                 PCI_EXP_LNKCAP2_SLS_2_5GB | PCI_EXP_LNKCAP2_SLS_5_0GB |
+                 PCI_EXP_LNKCAP2_SLS_8_0GB);
+}
+
+static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(pdev);
+    HcaModelConfig cfg = {
+        .node_guid = s->node_guid,
+        .trace_path = s->trace_path,
+        .trace_filter = s->trace_filter,
+        .trace_max_bytes = s->trace_max_bytes,
+    };
+    char err[256] = "";
+    unsigned i;
+
+    pci_config_set_vendor_id(pdev->config, HCA_MODEL_PCI_VENDOR_ID);
+    pci_config_set_device_id(pdev->config, HCA_MODEL_PCI_DEVICE_ID);
+    pci_config_set_class(pdev->config, HCA_MODEL_PCI_CLASS);
+    pci_config_set_revision(pdev->config, 0);
+    pci_set_word(pdev->config + PCI_SUBSYSTEM_VENDOR_ID,
+                 HCA_MODEL_PCI_VENDOR_ID);
+    pci_set_word(pdev->config + PCI_SUBSYSTEM_ID, HCA_MODEL_PCI_SUBSYS_ID);
+    pci_config_set_interrupt_pin(pdev->config, 1);
+
+    s->model = hca_model_new(&mlx5_hca_host_ops, s, &cfg, err, sizeof(err));
+    if (!s->model) {
+        error_setg(errp, "mlx5-hca: %s", err);
+        return;
+    }
+    s->bh = qemu_bh_new_guarded(mlx5_hca_bh, s,
+                                &DEVICE(pdev)->mem_reentrancy_guard);
+    s->timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, mlx5_hca_timer, s);
+
+    memory_region_init_io(&s->bar0, OBJECT(s), &mlx5_hca_bar0_ops, s,
+                          "mlx5-hca-bar0", HCA_MODEL_BAR0_SIZE);
+    pci_register_bar(pdev, MLX5_HCA_BAR0,
+                     PCI_BASE_ADDRESS_SPACE_MEMORY |
+                     PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                     PCI_BASE_ADDRESS_MEM_PREFETCH, &s->bar0);
+
+    if (pcie_endpoint_cap_init(pdev, MLX5_HCA_PCIE_CAP_OFFSET) < 0) {
+        error_setg(errp, "mlx5-hca: cannot add the PCI Express capability");
+        goto fail;
+    }
+    mlx5_hca_init_link(pdev);
+
+    if (msix_init_exclusive_bar(pdev, HCA_MODEL_MSIX_VECTORS,
+                                MLX5_HCA_MSIX_BAR, errp)) {
+        goto fail;
+    }
+    /* Any vector may be named by an EQ (eqc.intr). */
+    for (i = 0; i < HCA_MODEL_MSIX_VECTORS; i++) {
+        msix_vector_use(pdev, i);
+    }
+    return;
+
+fail:
+    timer_free(s->timer);
+    qemu_bh_delete(s->bh);
+    hca_model_free(s->model);
+    s->model = NULL;
+}
+
+static void mlx5_hca_exit(PCIDevice *pdev)
+{
+    Mlx5HcaState *s = MLX5_HCA(pdev);
+
+    msix_unuse_all_vectors(pdev);
+    msix_uninit_exclusive_bar(pdev);
+    timer_free(s->timer);
+    qemu_bh_delete(s->bh);
+    hca_model_free(s->model);
+    s->model = NULL;
+}
+
+static void mlx5_hca_reset(DeviceState *dev)
+{
+    Mlx5HcaState *s = MLX5_HCA(dev);
+
+    trace_mlx5_hca_reset();
+    timer_del(s->timer);
+    hca_model_reset(s->model);
+}
+
+static char *mlx5_hca_get_info(Object *obj, Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(obj);
+
+    if (!s->model) {
+        error_setg(errp, "mlx5-hca: device not realized");
+        return NULL;
+    }
+    return hca_model_info(s->model);
+}
+
+static char *mlx5_hca_get_trace_filter(Object *obj, Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(obj);
+
+    return g_strdup(s->trace_filter ? s->trace_filter : "");
+}
+
+static void mlx5_hca_set_trace_filter(Object *obj, const char *value,
+                                      Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(obj);
+
+    if (s->model && !hca_model_set_trace_filter(s->model, value)) {
+        error_setg(errp, "mlx5-hca: bad trace filter '%s'", value);
+        return;
+    }
+    g_free(s->trace_filter);
+    s->trace_filter = g_strdup(value);
+}
+
+static const VMStateDescription vmstate_mlx5_hca = {
+    .name = TYPE_MLX5_HCA,
+    .unmigratable = 1,
+};
+
+static Property mlx5_hca_properties[] = {
+    DEFINE_PROP_UINT64("node-guid", Mlx5HcaState, node_guid, 0),
+    DEFINE_PROP_STRING("trace", Mlx5HcaState, trace_path),
+    DEFINE_PROP_UINT64("trace-max-bytes", Mlx5HcaState, trace_max_bytes, 0),
+    DEFINE_PROP_END_OF_LIST(),
+};
+
+static void mlx5_hca_instance_init(Object *obj)
+{
+    object_property_add_str(obj, "info", mlx5_hca_get_info, NULL);
+    object_property_set_description(obj, "info",
+        "Device state: EQs, CQs, QPs, memory keys and counters");
+    object_property_add_str(obj, "trace-filter", mlx5_hca_get_trace_filter,
+                            mlx5_hca_set_trace_filter);
+    object_property_set_description(obj, "trace-filter",
+        "Trace categories, e.g. 'all', 'cmd,eq' (settable at run time)");
+}
+
+static void mlx5_hca_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *pc = PCI_DEVICE_CLASS(klass);
+
+    pc->realize = mlx5_hca_realize;
+    pc->exit = mlx5_hca_exit;
+    pc->vendor_id = HCA_MODEL_PCI_VENDOR_ID;
+    pc->device_id = HCA_MODEL_PCI_DEVICE_ID;
+    pc->class_id = HCA_MODEL_PCI_CLASS;
+    pc->subsystem_vendor_id = HCA_MODEL_PCI_VENDOR_ID;
+    pc->subsystem_id = HCA_MODEL_PCI_SUBSYS_ID;
+    dc->desc = "Mellanox ConnectX-5 InfiniBand HCA (hcasim)";
+    dc->reset = mlx5_hca_reset;
+    dc->vmsd = &vmstate_mlx5_hca;
+    device_class_set_props(dc, mlx5_hca_properties);
+    set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
+}
+
+static const TypeInfo mlx5_hca_info = {
+    .name = TYPE_MLX5_HCA,
+    .parent = TYPE_PCI_DEVICE,
+    .instance_size = sizeof(Mlx5HcaState),
+    .instance_init = mlx5_hca_instance_init,
+    .class_init = mlx5_hca_class_init,
+    .interfaces = (InterfaceInfo[]) {
+        { INTERFACE_PCIE_DEVICE },
+        { }
+    },
+};
+
+static void mlx5_hca_register_types(void)
+{
+    type_register_static(&mlx5_hca_info);
+}
+
+type_init(mlx5_hca_register_types)

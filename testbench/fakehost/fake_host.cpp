@@ -1,0 +1,123 @@
+#include "fake_host.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "be.h"
+
+namespace hcatest {
+
+FakeHost::FakeHost(size_t mem_bytes) : mem_(mem_bytes, 0) {}
+
+uint8_t *FakeHost::mem(uint64_t addr, size_t len) {
+    if (addr < kMemBase || len > mem_.size() || addr - kMemBase > mem_.size() - len) {
+        return nullptr;
+    }
+    return mem_.data() + (addr - kMemBase);
+}
+
+uint64_t FakeHost::alloc(size_t len, size_t align) {
+    next_ = (next_ + align - 1) & ~(uint64_t{align} - 1);
+    const uint64_t a = next_;
+    if (!mem(a, len)) {
+        throw std::runtime_error("fake host out of guest memory");
+    }
+    next_ += len;
+    std::memset(mem(a, len), 0, len);
+    return a;
+}
+
+void FakeHost::free_all() {
+    std::memset(mem_.data(), 0, next_ - kMemBase);
+    next_ = kMemBase;
+}
+
+void FakeHost::write(uint64_t addr, const void *p, size_t len) {
+    uint8_t *m = mem(addr, len);
+    if (!m) {
+        throw std::runtime_error("test writes outside guest memory");
+    }
+    std::memcpy(m, p, len);
+}
+
+void FakeHost::read(uint64_t addr, void *p, size_t len) {
+    uint8_t *m = mem(addr, len);
+    if (!m) {
+        throw std::runtime_error("test reads outside guest memory");
+    }
+    std::memcpy(p, m, len);
+}
+
+uint32_t FakeHost::read_be32(uint64_t addr) {
+    uint8_t b[4];
+    read(addr, b, 4);
+    return hca::load_be32(b);
+}
+
+void FakeHost::write_be32(uint64_t addr, uint32_t v) {
+    uint8_t b[4];
+    hca::store_be32(b, v);
+    write(addr, b, 4);
+}
+
+void FakeHost::write_be64(uint64_t addr, uint64_t v) {
+    uint8_t b[8];
+    hca::store_be64(b, v);
+    write(addr, b, 8);
+}
+
+bool FakeHost::dma_read(uint64_t addr, void *buf, size_t len) {
+    uint8_t *m = mem(addr, len);
+    if (!m) {
+        ++dma_errors;
+        return false;
+    }
+    std::memcpy(buf, m, len);
+    return true;
+}
+
+bool FakeHost::dma_write(uint64_t addr, const void *buf, size_t len) {
+    uint8_t *m = mem(addr, len);
+    if (!m) {
+        ++dma_errors;
+        return false;
+    }
+    std::memcpy(m, buf, len);
+    return true;
+}
+
+void FakeHost::msix_notify(unsigned vector) { ++msix[vector]; }
+
+void FakeHost::port_tx(unsigned, const void *pkt, size_t len) {
+    const auto *p = static_cast<const uint8_t *>(pkt);
+    tx.emplace_back(p, p + len);
+}
+
+Bench::Bench(const hca::DeviceConfig &cfg) : dev(host, cfg) {
+    // Past the "initializing" window of a power-on reset.
+    advance(hca::InitSeg::kInitDelayNs);
+}
+
+void Bench::pump() {
+    for (int i = 0; i < 1000 && host.scheduled; ++i) {
+        host.scheduled = false;
+        dev.run();
+    }
+    if (host.timer_deadline >= 0 && host.timer_deadline <= host.clock) {
+        host.timer_deadline = -1;
+        dev.on_timer();
+        pump();
+    }
+}
+
+void Bench::advance(int64_t ns) {
+    const int64_t end = host.clock + ns;
+    while (host.timer_deadline >= 0 && host.timer_deadline <= end) {
+        host.clock = std::max(host.clock, host.timer_deadline);
+        pump();
+    }
+    host.clock = end;
+    pump();
+}
+
+}  // namespace hcatest

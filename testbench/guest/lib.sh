@@ -1,0 +1,53 @@
+# Helpers for guest tests (prepended to every testbench/guest/*.sh).
+# Each check prints one TAP line; ./hcasim test counts them.
+set -u
+_tap_n=0
+_tap_failed=0
+
+# check DESCRIPTION COMMAND...: ok if COMMAND succeeds.
+check() {
+    local desc=$1
+    shift
+    _tap_n=$((_tap_n + 1))
+    if "$@"; then
+        echo "ok $_tap_n - $desc"
+    else
+        echo "not ok $_tap_n - $desc"
+        _tap_failed=1
+    fi
+}
+
+# check_grep DESCRIPTION PATTERN FILE: ok if FILE has a line matching PATTERN.
+check_grep() {
+    check "$1" grep -qE -- "$2" "$3"
+}
+
+# check_no_grep DESCRIPTION PATTERN FILE: ok if no line of FILE matches.
+check_no_grep() {
+    local desc=$1 pattern=$2 file=$3
+    if grep -E -- "$pattern" "$file"; then
+        check "$desc" false
+    else
+        check "$desc" true
+    fi
+}
+
+# Reads a 32-bit big-endian register of the HCA's BAR0 (before a driver
+# claims the region).
+bar0_read32() {
+    python3 - "$1" "$2" << 'PY'
+import mmap, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_SYNC)
+m = mmap.mmap(fd, 8 << 20, mmap.MAP_SHARED, mmap.PROT_READ)
+off = int(sys.argv[2], 0)
+print(struct.unpack(">I", m[off:off + 4])[0])
+PY
+}
+
+hca_pci_dev() {
+    basename "$(dirname "$(grep -l 0x1017 /sys/bus/pci/devices/*/device | head -1)")"
+}
+
+finish() {
+    exit $_tap_failed
+}

@@ -1,0 +1,1 @@
+"""hcasim command line: setup, build, boot and run VMs, tests."""

@@ -1,0 +1,5 @@
+import sys
+
+from hcasim.cli import main
+
+sys.exit(main())

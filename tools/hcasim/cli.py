@@ -1,0 +1,101 @@
+"""./hcasim: set up, build, boot VMs with the virtual HCA, run scripts and tests."""
+import argparse
+import sys
+from pathlib import Path
+
+from hcasim import build, demo, testing, vm
+from hcasim.common import die, say
+
+
+def add_vm_options(p, default_timeout=600):
+    p.add_argument("--nodes", type=int, default=1, help="number of VMs (default 1)")
+    p.add_argument("--smp", type=int, default=2, help="vCPUs per VM (default 2)")
+    p.add_argument("--mem", default="1536M", help="memory per VM (default 1536M)")
+    p.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                   help="QEMU accelerator (default tcg; kvm only where it really works)")
+    p.add_argument("--trace-filter", default="all", help="device trace categories (default all)")
+    p.add_argument("--timeout", type=float, default=default_timeout, help="seconds before the VMs are killed")
+    p.add_argument("--no-build", action="store_true", help="do not check/rebuild before booting")
+
+
+def vm_options(a):
+    if a.nodes < 1 or a.nodes > 8:
+        die("--nodes must be between 1 and 8")
+    return vm.VmOptions(nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
+                        timeout=a.timeout)
+
+
+def cmd_setup(a):
+    build.everything(sanitizers=True)
+    say("setup complete")
+    return 0
+
+
+def cmd_build(a):
+    build.everything(sanitizers=a.sanitizers)
+    return 0
+
+
+def cmd_run(a):
+    if not a.no_build:
+        build.everything()
+    script = Path(a.script)
+    if not script.is_file():
+        die(f"no such script: {script}")
+    run_dir, results = vm.run_script(script, vm_options(a), name=script.stem)
+    rc = 0
+    for r in results:
+        state = ("timed out" if r.timed_out else "no result") if r.exit_code is None else f"exit {r.exit_code}"
+        say(f"node{r.node}: {state}; output {run_dir}/node{r.node}/output.log")
+        if r.exit_code != 0:
+            rc = 1
+    print(run_dir)
+    return rc
+
+
+def cmd_boot(a):
+    if not a.no_build:
+        build.everything()
+    run_dir = vm.boot_interactive(vm_options(a))
+    print(run_dir)
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="hcasim", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("setup", help="install dependencies with apt and build everything (idempotent)")
+    s.set_defaults(func=cmd_setup)
+
+    s = sub.add_parser("build", help="build the model, QEMU, the fabric and the guest image")
+    s.add_argument("--sanitizers", action="store_true", help="also the ASan/UBSan + fuzz tree")
+    s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("boot", help="boot VMs; interactive console on node 0")
+    add_vm_options(s, default_timeout=0)
+    s.set_defaults(func=cmd_boot)
+
+    s = sub.add_parser("run", help="boot VMs and run SCRIPT as root in every guest")
+    add_vm_options(s)
+    s.add_argument("script", help="shell script; sees HCASIM_NODE, HCASIM_NODES, HCASIM_MGMT_IPS")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("demo", help="the main job: build, boot, show the HCA at work")
+    add_vm_options(s, default_timeout=600)
+    s.set_defaults(func=demo.main)
+
+    s = sub.add_parser("test", help="build and run every test level; prints 'N passed, N failed'")
+    s.add_argument("--no-guest", action="store_true", help="skip the guest tests")
+    s.add_argument("--only", nargs="*", help="guest tests whose file name contains one of these")
+    s.set_defaults(func=testing.main)
+
+    a = p.parse_args(argv)
+    try:
+        return a.func(a)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

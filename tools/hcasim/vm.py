@@ -1,0 +1,203 @@
+"""Booting hcasim VMs: the fabric daemon, one QEMU per node with the
+mlx5-hca device, the management network, the run directory."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from hcasim.build import artifacts
+from hcasim.common import RUNS, say
+
+MGMT_NET = "10.77.0.{}"  # node i has 10.77.0.(i+1), set by the guest init
+NODE_GUID_BASE = 0x0002c90300a00001  # Mellanox OUI 00:02:c9
+
+
+def node_guid(i):
+    return NODE_GUID_BASE + i
+
+
+@dataclass
+class VmOptions:
+    nodes: int = 1
+    smp: int = 2
+    mem: str = "1536M"
+    accel: str = "tcg"
+    trace_filter: str = "all"
+    timeout: float = 600.0
+    extra_append: str = ""
+    qemu_args: list = field(default_factory=list)
+
+
+def new_run_dir(name):
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = RUNS / f"{stamp}-{name}"
+    d = base
+    n = 1
+    while d.exists():
+        n += 1
+        d = Path(f"{base}-{n}")
+    d.mkdir(parents=True)
+    return d
+
+
+class Cluster:
+    """The processes of one run: hcasim-fabric and N QEMUs."""
+
+    def __init__(self, run_dir, opts):
+        self.run_dir = Path(run_dir)
+        self.opts = opts
+        self.art = artifacts()
+        # Unix socket paths must stay short: keep them out of the run dir.
+        self.sock_dir = Path(tempfile.mkdtemp(prefix="hcasim-"))
+        self.fabric = None
+        self.vms = []
+        self.logs = []
+
+    # -- processes -------------------------------------------------------
+
+    def start_fabric(self):
+        ready = self.sock_dir / "fabric.ready"
+        log = open(self.run_dir / "fabric.log", "w")
+        self.logs.append(log)
+        self.fabric = subprocess.Popen(
+            [self.art["fabric"], "--eth-socket", self.sock_dir / "mgmt.sock", "--ready-file", ready],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        for _ in range(200):
+            if ready.exists():
+                return
+            if self.fabric.poll() is not None:
+                raise RuntimeError(f"hcasim-fabric exited; see {self.run_dir / 'fabric.log'}")
+            time.sleep(0.025)
+        raise RuntimeError("hcasim-fabric did not start")
+
+    def qemu_cmd(self, i, mode, console_stdio=False):
+        a = self.art
+        nd = self.run_dir / f"node{i}"
+        nd.mkdir(exist_ok=True)
+        append = (f"console=ttyS0 root=/dev/vda rw panic=-1 "
+                  f"hcasim.node={i} hcasim.nodes={self.opts.nodes} hcasim.mode={mode} {self.opts.extra_append}")
+        cmd = [
+            a["qemu"], "-L", "/usr/share/seabios", "-L", "/usr/share/qemu",
+            "-name", f"node{i}",
+            "-machine", f"q35,accel={self.opts.accel}", "-cpu", "max",
+            "-smp", str(self.opts.smp), "-m", self.opts.mem,
+            "-display", "none", "-vga", "none", "-nic", "none", "-no-reboot",
+            "-kernel", a["kernel"], "-initrd", a["initrd"], "-append", append.strip(),
+            "-drive", f"file={a['rootfs']},format=raw,if=virtio,snapshot=on",
+            "-virtfs", f"local,path={self.run_dir},mount_tag=hcasim,security_model=none,id=hcasim",
+            "-netdev", f"stream,id=mgmt,server=off,addr.type=unix,addr.path={self.sock_dir / 'mgmt.sock'}",
+            "-device", f"virtio-net-pci,netdev=mgmt,mac=52:54:00:77:00:{i + 1:02x},romfile=",
+            "-device", "pcie-root-port,id=rp0,chassis=1,slot=0,x-speed=8,x-width=16",
+            "-device", (f"mlx5-hca,id=hca0,bus=rp0,node-guid={node_guid(i)},"
+                        f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"),
+            "-qmp", f"unix:{self.sock_dir / f'node{i}.qmp'},server=on,wait=off",
+        ]
+        if console_stdio:
+            cmd += ["-chardev", f"stdio,id=con,mux=on,signal=off,logfile={nd / 'console.log'}",
+                    "-serial", "chardev:con", "-mon", "chardev=con,mode=readline"]
+        else:
+            cmd += ["-chardev", f"file,id=con,path={nd / 'console.log'}", "-serial", "chardev:con"]
+        return [str(c) for c in cmd + self.opts.qemu_args]
+
+    def start_vm(self, i, mode, console_stdio=False):
+        cmd = self.qemu_cmd(i, mode, console_stdio)
+        (self.run_dir / f"node{i}" / "qemu-cmdline.txt").write_text(" ".join(cmd) + "\n")
+        if console_stdio:
+            p = subprocess.Popen(cmd)
+        else:
+            log = open(self.run_dir / f"node{i}" / "qemu.log", "w")
+            self.logs.append(log)
+            p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+        self.vms.append(p)
+        return p
+
+    def wait(self, timeout):
+        """Waits for every VM; kills those still running at the deadline.
+        Returns the list of nodes that timed out."""
+        deadline = time.monotonic() + timeout
+        timed_out = []
+        for i, p in enumerate(self.vms):
+            left = deadline - time.monotonic()
+            try:
+                p.wait(timeout=max(left, 0.1))
+            except subprocess.TimeoutExpired:
+                timed_out.append(i)
+                self._kill(p)
+        return timed_out
+
+    @staticmethod
+    def _kill(p):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def stop(self):
+        for p in self.vms:
+            self._kill(p)
+        if self.fabric:
+            self._kill(self.fabric)
+        for log in self.logs:
+            log.close()
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+
+@dataclass
+class NodeResult:
+    node: int
+    exit_code: int | None  # None: no result (timeout or crash)
+    timed_out: bool
+    output: str
+
+
+def run_script(script, opts, name="run", quiet=False):
+    """Boots opts.nodes guests, runs script in each, collects the results.
+    Returns (run_dir, [NodeResult])."""
+    run_dir = new_run_dir(name)
+    shutil.copy(script, run_dir / "script.sh")
+    art = artifacts()
+    shutil.copy(art["manifest"], run_dir / "image-manifest.txt")
+    cluster = Cluster(run_dir, opts)
+    if not quiet:
+        say(f"booting {opts.nodes} node(s); run directory {run_dir}")
+    t0 = time.monotonic()
+    try:
+        cluster.start_fabric()
+        for i in range(opts.nodes):
+            cluster.start_vm(i, "run")
+        timed_out = cluster.wait(opts.timeout)
+    finally:
+        cluster.stop()
+    results = []
+    for i in range(opts.nodes):
+        nd = run_dir / f"node{i}"
+        code_file = nd / "exit-code"
+        code = int(code_file.read_text().strip()) if code_file.exists() else None
+        out = (nd / "output.log").read_text(errors="replace") if (nd / "output.log").exists() else ""
+        results.append(NodeResult(i, code, i in timed_out, out))
+    (run_dir / "wall-seconds").write_text(f"{time.monotonic() - t0:.1f}\n")
+    return run_dir, results
+
+
+def boot_interactive(opts):
+    run_dir = new_run_dir("boot")
+    cluster = Cluster(run_dir, opts)
+    say(f"booting {opts.nodes} node(s); node0's console follows (Ctrl-a x quits); run directory {run_dir}")
+    try:
+        cluster.start_fabric()
+        for i in range(1, opts.nodes):
+            cluster.start_vm(i, "shell")
+        first = cluster.start_vm(0, "shell", console_stdio=True)
+        first.wait()
+    finally:
+        cluster.stop()
+    return run_dir
