@@ -51,3 +51,38 @@ hca_pci_dev() {
 finish() {
     exit $_tap_failed
 }
+
+# Boot counting for tests that reboot the guest (header: reboot=1): the
+# run directory survives the reboot, so the count lives there.
+boot_number() {
+    local f=/hcasim/node$HCASIM_NODE/boot-count n=0
+    [ -f "$f" ] && n=$(cat "$f")
+    n=$((n + 1))
+    echo $n > "$f"
+    echo $n
+}
+
+# Reboots through the kernel's shutdown path (reboot(2): device_shutdown()
+# runs every driver's shutdown hook), after saving the TAP lines so far.
+reboot_now() {
+    sync
+    busybox reboot -f
+    sleep 30
+}
+
+# mlx5 lines in dmesg that are expected (features we do not advertise;
+# docs/STATUS.md lists each with its reason).
+MLX5_EXPECTED='Failed to get valid vendor specific ID'
+# Lines that must never appear.
+MLX5_BAD='mlx5.*(error|err |fail|timeout|Timeout|WARN|warn|health compromised|FW pages counter|Recovered|leak)|WARNING:|Call Trace|BUG:|Oops'
+
+# check_dmesg_clean DESCRIPTION: no unexpected bad line in the kernel log.
+check_dmesg_clean() {
+    dmesg | grep -E -- "$MLX5_BAD" | grep -vE -- "$MLX5_EXPECTED" > /tmp/dmesg-bad.txt
+    if [ -s /tmp/dmesg-bad.txt ]; then
+        sed 's/^/# /' /tmp/dmesg-bad.txt
+        check "$1" false
+    else
+        check "$1" true
+    fi
+}

@@ -42,24 +42,24 @@ def ctest(tree, label):
 
 
 def guest_header(script):
-    opts = {"nodes": "1", "timeout": "300"}
+    opts = {"nodes": "1", "timeout": "300", "reboot": "0"}
     for line in script.read_text().splitlines()[:10]:
         m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
         if m:
             for kv in m.group(1).split():
                 k, _, v = kv.partition("=")
                 opts[k] = v
-    return int(opts["nodes"]), float(opts["timeout"])
+    return int(opts["nodes"]), float(opts["timeout"]), opts["reboot"] == "1"
 
 
 def guest_test(script):
-    nodes, timeout = guest_header(script)
+    nodes, timeout, reboot = guest_header(script)
     combined = script.with_suffix(".run.sh")
     run_dir_parent = BUILD / "guest-tests"
     run_dir_parent.mkdir(parents=True, exist_ok=True)
     combined = run_dir_parent / script.name
     combined.write_text((GUEST_DIR / "lib.sh").read_text() + "\n" + script.read_text())
-    opts = vm.VmOptions(nodes=nodes, timeout=timeout)
+    opts = vm.VmOptions(nodes=nodes, timeout=timeout, allow_reboot=reboot)
     say(f"guest test {script.name} ({nodes} node(s), budget {timeout:.0f}s)")
     run_dir, results = vm.run_script(combined, opts, name=f"test-{script.stem}", quiet=True)
     outcomes = []

@@ -31,6 +31,7 @@ class VmOptions:
     timeout: float = 600.0
     extra_append: str = ""
     qemu_args: list = field(default_factory=list)
+    allow_reboot: bool = False  # guest reboots reset the machine instead of ending QEMU
 
 
 def new_run_dir(name):
@@ -86,7 +87,7 @@ class Cluster:
             "-name", f"node{i}",
             "-machine", f"q35,accel={self.opts.accel}", "-cpu", "max",
             "-smp", str(self.opts.smp), "-m", self.opts.mem,
-            "-display", "none", "-vga", "none", "-nic", "none", "-no-reboot",
+            "-display", "none", "-vga", "none", "-nic", "none",
             "-kernel", a["kernel"], "-initrd", a["initrd"], "-append", append.strip(),
             "-drive", f"file={a['rootfs']},format=raw,if=virtio,snapshot=on",
             "-virtfs", f"local,path={self.run_dir},mount_tag=hcasim,security_model=none,id=hcasim",
@@ -97,6 +98,8 @@ class Cluster:
                         f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"),
             "-qmp", f"unix:{self.sock_dir / f'node{i}.qmp'},server=on,wait=off",
         ]
+        if not self.opts.allow_reboot:
+            cmd.append("-no-reboot")
         if console_stdio:
             cmd += ["-chardev", f"stdio,id=con,mux=on,signal=off,logfile={nd / 'console.log'}",
                     "-serial", "chardev:con", "-mon", "chardev=con,mode=readline"]
