@@ -1479,4 +1479,148 @@ struct mcqi_version {
     static constexpr Field build_tool_version{0xc0, 32};
     static constexpr Block version_string{0x100, 8, 92};
 };
+struct create_rmp_in {
+    static constexpr uint32_t size_bits = 0x880;
+    static constexpr uint32_t size_bytes = 0x110;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block ctx{0x100, 1920, 1};
+};
+struct create_rmp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field rmpn{0x48, 24};
+};
+struct destroy_rmp_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field rmpn{0x48, 24};
+};
+struct destroy_rmp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_rmp_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field rmpn{0x48, 24};
+};
+struct query_rmp_out {
+    static constexpr uint32_t size_bits = 0x880;
+    static constexpr uint32_t size_bytes = 0x110;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Block rmp_context{0x100, 1920, 1};
+};
+struct modify_rmp_in {
+    static constexpr uint32_t size_bits = 0x880;
+    static constexpr uint32_t size_bytes = 0x110;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field rmp_state{0x40, 4};
+    static constexpr Field rmpn{0x48, 24};
+    static constexpr Block bitmask{0x80, 64, 1};
+    static constexpr Block ctx{0x100, 1920, 1};
+};
+struct modify_rmp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct rmpc {
+    static constexpr uint32_t size_bits = 0x780;
+    static constexpr uint32_t size_bytes = 0xf0;
+    static constexpr Field state{0x8, 4};
+    static constexpr Field basic_cyclic_rcv_wqe{0x20, 1};
+    static constexpr Block wq{0x180, 1536, 1};
+};
+struct wq {
+    static constexpr uint32_t size_bits = 0x600;
+    static constexpr uint32_t size_bytes = 0xc0;
+    static constexpr Field wq_type{0x0, 4};
+    static constexpr Field wq_signature{0x4, 1};
+    static constexpr Field end_padding_mode{0x5, 2};
+    static constexpr Field cd_slave{0x7, 1};
+    static constexpr Field hds_skip_first_sge{0x20, 1};
+    static constexpr Field log2_hds_buf_size{0x21, 3};
+    static constexpr Field page_offset{0x2b, 5};
+    static constexpr Field lwm{0x30, 16};
+    static constexpr Field pd{0x48, 24};
+    static constexpr Field uar_page{0x68, 24};
+    static constexpr Field dbr_addr{0x80, 64};
+    static constexpr Field hw_counter{0xc0, 32};
+    static constexpr Field sw_counter{0xe0, 32};
+    static constexpr Field log_wq_stride{0x10c, 4};
+    static constexpr Field log_wq_pg_sz{0x113, 5};
+    static constexpr Field log_wq_sz{0x11b, 5};
+    static constexpr Field dbr_umem_valid{0x120, 1};
+    static constexpr Field wq_umem_valid{0x121, 1};
+    static constexpr Field log_hairpin_num_packets{0x123, 5};
+    static constexpr Field log_hairpin_data_sz{0x12b, 5};
+    static constexpr Field log_wqe_num_of_strides{0x134, 4};
+    static constexpr Field two_byte_shift_en{0x138, 1};
+    static constexpr Field log_wqe_stride_size{0x13d, 3};
+    static constexpr Field headers_mkey{0x1c0, 32};
+    static constexpr Field shampo_enable{0x1e0, 1};
+    static constexpr Field log_reservation_size{0x1e5, 3};
+    static constexpr Field log_max_num_of_packets_per_reservation{0x1ed, 3};
+    static constexpr Field log_headers_entry_size{0x1f6, 2};
+    static constexpr Field log_headers_buffer_entry_num{0x1fc, 4};
+    static constexpr Block pas{0x600, 64, 0};
+};
+struct rmp_bitmask {
+    static constexpr uint32_t size_bits = 0x40;
+    static constexpr uint32_t size_bytes = 0x8;
+    static constexpr Field lwm{0x3f, 1};
+};
+struct destroy_xrc_srq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct arm_xrc_srq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct arm_rq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_hca_vport_gid_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field other_vport{0x40, 1};
+    static constexpr Field port_num{0x4c, 4};
+    static constexpr Field vport_number{0x50, 16};
+    static constexpr Field gid_index{0x70, 16};
+};
+struct query_hca_vport_pkey_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field other_vport{0x40, 1};
+    static constexpr Field port_num{0x4c, 4};
+    static constexpr Field vport_number{0x50, 16};
+    static constexpr Field pkey_index{0x70, 16};
+};
 }  // namespace hca::ifc

@@ -1,0 +1,273 @@
+#include "iba/packet.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+namespace iba {
+
+const char *opcode_name(uint8_t opcode) {
+    static constexpr const char *kOps[] = {
+        "SEND_FIRST", "SEND_MIDDLE", "SEND_LAST", "SEND_LAST_IMM", "SEND_ONLY", "SEND_ONLY_IMM",
+        "RDMA_WRITE_FIRST", "RDMA_WRITE_MIDDLE", "RDMA_WRITE_LAST", "RDMA_WRITE_LAST_IMM", "RDMA_WRITE_ONLY",
+        "RDMA_WRITE_ONLY_IMM", "RDMA_READ_REQUEST", "RDMA_READ_RESPONSE_FIRST", "RDMA_READ_RESPONSE_MIDDLE",
+        "RDMA_READ_RESPONSE_LAST", "RDMA_READ_RESPONSE_ONLY", "ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE",
+        "COMPARE_SWAP", "FETCH_ADD", "RESERVED_15", "SEND_LAST_INV", "SEND_ONLY_INV",
+    };
+    const uint8_t op = opcode & 0x1f;
+    return op < std::size(kOps) ? kOps[op] : "RESERVED";
+}
+
+OpcodeInfo opcode_info(uint8_t opcode) {
+    OpcodeInfo i;
+    const uint8_t t = opcode & 0xe0;
+    const uint8_t op = opcode & 0x1f;
+    if (t == kUd) {
+        if (op == kSendOnly || op == kSendOnlyImm) {
+            i.valid = i.deth = i.payload = true;
+            i.imm = op == kSendOnlyImm;
+        }
+        return i;
+    }
+    if (t != kRc && t != kUc && t != kXrc) {
+        return i;
+    }
+    i.xrceth = t == kXrc;
+    switch (op) {
+    case kSendFirst: case kSendMiddle: case kSendLast: case kSendOnly:
+        i.valid = i.payload = true;
+        break;
+    case kSendLastImm: case kSendOnlyImm:
+        i.valid = i.payload = i.imm = true;
+        break;
+    case kWriteFirst: case kWriteOnly:
+        i.valid = i.payload = i.reth = true;
+        break;
+    case kWriteMiddle: case kWriteLast:
+        i.valid = i.payload = true;
+        break;
+    case kWriteLastImm:
+        i.valid = i.payload = i.imm = true;
+        break;
+    case kWriteOnlyImm:
+        i.valid = i.payload = i.reth = i.imm = true;
+        break;
+    case kReadRequest:
+        i.valid = i.reth = t != kUc;
+        break;
+    case kReadRespFirst: case kReadRespLast: case kReadRespOnly:
+        i.valid = t != kUc;
+        i.payload = i.aeth = i.valid;
+        i.xrceth = false;
+        break;
+    case kReadRespMiddle:
+        i.valid = i.payload = t != kUc;
+        i.xrceth = false;
+        break;
+    case kAck:
+        i.valid = i.aeth = t != kUc;
+        i.xrceth = false;
+        break;
+    case kAtomicAck:
+        i.valid = i.aeth = i.atomic_ack = t != kUc;
+        i.xrceth = false;
+        break;
+    case kCompareSwap: case kFetchAdd:
+        i.valid = i.atomic = t != kUc;
+        break;
+    case kSendLastInv: case kSendOnlyInv:
+        i.valid = i.payload = i.ieth = t != kUc;
+        break;
+    default:
+        break;
+    }
+    return i;
+}
+
+const char *parse_error_name(ParseError e) {
+    switch (e) {
+    case ParseError::None: return "ok";
+    case ParseError::Truncated: return "truncated";
+    case ParseError::BadLength: return "length mismatch";
+    case ParseError::BadLnh: return "unsupported LNH";
+    case ParseError::BadVersion: return "bad version";
+    case ParseError::BadOpcode: return "reserved opcode";
+    case ParseError::BadIcrc: return "ICRC mismatch";
+    case ParseError::BadVcrc: return "VCRC mismatch";
+    }
+    return "?";
+}
+
+// ICRC (IBA 7.8.1): CRC-32 over LRH..payload+pad with the variant fields
+// taken as ones: the whole LRH, GRH TClass/FlowLabel/HopLmt, BTH Resv8a.
+uint32_t icrc(std::span<const uint8_t> p) {
+    uint8_t masked[8 + 40 + 12];
+    const size_t lnh = p.size() >= 2 ? (p[1] & 3) : 0;
+    const size_t hdr = 8 + (lnh == kLnhGlobal ? 40 : 0) + 12;
+    if (p.size() < hdr) {
+        return 0;
+    }
+    std::memcpy(masked, p.data(), hdr);
+    std::memset(masked, 0xff, 8);
+    size_t bth = 8;
+    if (lnh == kLnhGlobal) {
+        masked[8] |= 0x0f;  // TClass high nibble + FlowLabel
+        std::memset(masked + 9, 0xff, 3);
+        masked[8 + 7] = 0xff;  // HopLmt
+        bth += 40;
+    }
+    masked[bth + 4] = 0xff;  // Resv8a
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, masked, static_cast<uInt>(hdr));
+    crc = crc32(crc, p.data() + hdr, static_cast<uInt>(p.size() - hdr));
+    return static_cast<uint32_t>(crc);
+}
+
+// VCRC (IBA 7.8.2): CRC-16, polynomial 0x100B, initial value all ones, over
+// the whole packet from LRH through ICRC.
+uint16_t vcrc(std::span<const uint8_t> p) {
+    uint16_t crc = 0xffff;
+    for (uint8_t b : p) {
+        crc ^= b;
+        for (int i = 0; i < 8; ++i) {
+            // Reflected form of x^16 + x^12 + x^3 + x + 1 (0x100B): 0xD008.
+            crc = (crc & 1) ? static_cast<uint16_t>((crc >> 1) ^ 0xd008) : static_cast<uint16_t>(crc >> 1);
+        }
+    }
+    return static_cast<uint16_t>(~crc);
+}
+
+ParseError parse(std::span<const uint8_t> pkt, PacketView &v) {
+    v = {};
+    if (pkt.size() < sizeof(Lrh) + sizeof(Bth) + 6) {
+        return ParseError::Truncated;
+    }
+    size_t off = 0;
+    v.lrh = reinterpret_cast<const Lrh *>(pkt.data());
+    off += sizeof(Lrh);
+    const uint8_t lnh = v.lrh->sl_lnh & 3;
+    if (lnh != kLnhLocal && lnh != kLnhGlobal) {
+        return ParseError::BadLnh;
+    }
+    if ((v.lrh->vl_lver & 0x0f) != 0) {
+        return ParseError::BadVersion;
+    }
+    const size_t words = v.lrh->pktlen.get() & 0x7ff;
+    if (words * 4 + 2 != pkt.size()) {
+        return ParseError::BadLength;
+    }
+    if (lnh == kLnhGlobal) {
+        if (pkt.size() < off + sizeof(Grh) + sizeof(Bth) + 6) {
+            return ParseError::Truncated;
+        }
+        v.grh = reinterpret_cast<const Grh *>(pkt.data() + off);
+        off += sizeof(Grh);
+        if ((v.grh->ver_tclass_flow.get() >> 28) != 6 || v.grh->next_hdr != kGrhNextHeader) {
+            return ParseError::BadVersion;
+        }
+        if (v.grh->paylen.get() != pkt.size() - off - 2) {
+            return ParseError::BadLength;
+        }
+    }
+    v.bth = reinterpret_cast<const Bth *>(pkt.data() + off);
+    off += sizeof(Bth);
+    if ((v.bth->se_m_pad_tver & 0x0f) != 0) {
+        return ParseError::BadVersion;
+    }
+    const OpcodeInfo info = opcode_info(v.bth->opcode);
+    if (!info.valid) {
+        return ParseError::BadOpcode;
+    }
+    const size_t end = pkt.size() - 6;  // ICRC + VCRC
+    auto take = [&](auto *&ptr) {
+        using T = std::remove_const_t<std::remove_pointer_t<std::remove_reference_t<decltype(ptr)>>>;
+        if (off + sizeof(T) > end) {
+            return false;
+        }
+        ptr = reinterpret_cast<const T *>(pkt.data() + off);
+        off += sizeof(T);
+        return true;
+    };
+    if ((info.xrceth && !take(v.xrceth)) || (info.deth && !take(v.deth)) || (info.reth && !take(v.reth)) ||
+        (info.atomic && !take(v.atomic)) || (info.aeth && !take(v.aeth)) ||
+        (info.atomic_ack && !take(v.atomic_ack)) || ((info.imm || info.ieth) && !take(v.imm))) {
+        return ParseError::Truncated;
+    }
+    const size_t pad = (v.bth->se_m_pad_tver >> 4) & 3;
+    if (off + pad > end || (!info.payload && end - off != pad)) {
+        return ParseError::BadLength;
+    }
+    v.payload = pkt.subspan(off, end - off - pad);
+    v.icrc = hca::load_be32(pkt.data() + end);
+    v.vcrc = hca::load_be16(pkt.data() + end + 4);
+    // Each CRC is stored big-endian on the wire in our captures.
+    if (vcrc(pkt.first(end + 4)) != v.vcrc) {
+        return ParseError::BadVcrc;
+    }
+    if (icrc(pkt.first(end)) != v.icrc) {
+        return ParseError::BadIcrc;
+    }
+    return ParseError::None;
+}
+
+void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
+                std::span<const uint8_t> payload) {
+    const size_t pad = (4 - payload.size() % 4) % 4;
+    const size_t hdr = sizeof(Lrh) + (s.grh ? sizeof(Grh) : 0) + sizeof(Bth);
+    const size_t body = hdr + ext.size() + payload.size() + pad;
+    out.resize(body + 6);
+    uint8_t *p = out.data();
+    auto *lrh = reinterpret_cast<Lrh *>(p);
+    lrh->vl_lver = static_cast<uint8_t>(s.vl << 4);
+    lrh->sl_lnh = static_cast<uint8_t>(s.sl << 4 | (s.grh ? kLnhGlobal : kLnhLocal));
+    lrh->dlid.set(s.dlid);
+    lrh->pktlen.set(static_cast<uint16_t>((body + 4) / 4));
+    lrh->slid.set(s.slid);
+    size_t off = sizeof(Lrh);
+    if (s.grh) {
+        auto *grh = reinterpret_cast<Grh *>(p + off);
+        grh->ver_tclass_flow.set(6u << 28 | uint32_t{s.tclass} << 20 | (s.flow_label & 0xfffff));
+        grh->paylen.set(static_cast<uint16_t>(body - off - sizeof(Grh) + 4));
+        grh->next_hdr = kGrhNextHeader;
+        grh->hop_limit = s.hop_limit;
+        grh->sgid = s.sgid;
+        grh->dgid = s.dgid;
+        off += sizeof(Grh);
+    }
+    auto *bth = reinterpret_cast<Bth *>(p + off);
+    bth->opcode = s.opcode;
+    bth->se_m_pad_tver = static_cast<uint8_t>((s.se ? 0x80 : 0) | (s.migreq ? 0x40 : 0) | pad << 4);
+    bth->pkey.set(s.pkey);
+    bth->dqpn.set(s.dqpn & 0xffffff);
+    bth->psn.set((s.ack_req ? 0x80000000u : 0) | (s.psn & 0xffffff));
+    off += sizeof(Bth);
+    if (!ext.empty()) {
+        std::memcpy(p + off, ext.data(), ext.size());
+        off += ext.size();
+    }
+    if (!payload.empty()) {
+        std::memcpy(p + off, payload.data(), payload.size());
+        off += payload.size();
+    }
+    std::memset(p + off, 0, pad);
+    off += pad;
+    hca::store_be32(p + off, icrc({p, off}));
+    hca::store_be16(p + off + 4, vcrc({p, off + 4}));
+}
+
+std::vector<uint8_t> build(const PacketSpec &s, std::span<const uint8_t> ext, std::span<const uint8_t> payload) {
+    std::vector<uint8_t> out;
+    build_into(out, s, ext, payload);
+    return out;
+}
+
+std::string gid_str(const Gid &g) {
+    std::string s;
+    for (int i = 0; i < 16; i += 2) {
+        fmt::format_to(std::back_inserter(s), "{}{:02x}{:02x}", i ? ":" : "", g[i], g[i + 1]);
+    }
+    return s;
+}
+
+}  // namespace iba

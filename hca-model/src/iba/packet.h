@@ -1,0 +1,199 @@
+// InfiniBand wire format (IBA Vol. 1 ch. 7 and 9): LRH, GRH, BTH and the
+// extended transport headers, with a parser that checks lengths and CRCs and
+// a builder that assembles headers, payload, pad, ICRC and VCRC.  Shared by
+// the HCA model and the fabric daemon.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "be.h"
+
+namespace iba {
+
+using hca::be16;
+using hca::be32;
+using hca::be64;
+
+using Gid = std::array<uint8_t, 16>;
+
+inline constexpr uint16_t kPermissiveLid = 0xffff;
+inline constexpr uint16_t kMulticastLidBase = 0xc000;
+inline constexpr uint32_t kMulticastQpn = 0xffffff;
+inline constexpr uint8_t kGrhNextHeader = 0x1b;  // IBA transport
+inline constexpr size_t kMaxPacket = 4096 + 128;  // 4 KiB MTU plus headers
+
+// LRH link next header (LNH).
+enum Lnh : uint8_t { kLnhRaw = 0, kLnhIpv6 = 1, kLnhLocal = 2, kLnhGlobal = 3 };
+
+struct Lrh {
+    uint8_t vl_lver;  // VL 7:4, LVer 3:0
+    uint8_t sl_lnh;   // SL 7:4, reserved 3:2, LNH 1:0
+    be16 dlid;
+    be16 pktlen;      // reserved 15:11, PktLen 10:0 (4-byte words, LRH..ICRC)
+    be16 slid;
+};
+static_assert(sizeof(Lrh) == 8);
+
+struct Grh {
+    be32 ver_tclass_flow;  // IPVer 31:28 (6), TClass 27:20, FlowLabel 19:0
+    be16 paylen;           // bytes from BTH to ICRC inclusive
+    uint8_t next_hdr;
+    uint8_t hop_limit;
+    Gid sgid;
+    Gid dgid;
+};
+static_assert(sizeof(Grh) == 40);
+
+struct Bth {
+    uint8_t opcode;
+    uint8_t se_m_pad_tver;  // SE 7, M 6, PadCnt 5:4, TVer 3:0
+    be16 pkey;
+    be32 dqpn;              // Resv8a 31:24, DestQP 23:0
+    be32 psn;               // AckReq 31, PSN 23:0
+};
+static_assert(sizeof(Bth) == 12);
+
+struct Deth {
+    be32 qkey;
+    be32 sqpn;  // reserved 31:24, SrcQP 23:0
+};
+struct Reth {
+    be64 va;
+    be32 rkey;
+    be32 dma_len;
+};
+struct Aeth {
+    be32 syndrome_msn;  // Syndrome 31:24, MSN 23:0
+};
+struct AtomicEth {
+    be64 va;
+    be32 rkey;
+    be64 swap_add;
+    be64 compare;
+};
+struct AtomicAckEth {
+    be64 orig;
+};
+struct XrcEth {
+    be32 srqn;  // reserved 31:24, XRCSRQ 23:0
+};
+static_assert(sizeof(Deth) == 8 && sizeof(Reth) == 16 && sizeof(Aeth) == 4 && sizeof(AtomicEth) == 28 &&
+              sizeof(AtomicAckEth) == 8 && sizeof(XrcEth) == 4);
+
+// BTH opcodes: transport in 7:5, operation in 4:0 (IBA 9.2).
+inline constexpr uint8_t kRc = 0x00, kUc = 0x20, kRd = 0x40, kUd = 0x60, kCnp = 0x80, kXrc = 0xa0;
+inline constexpr uint8_t kSendFirst = 0x00;
+inline constexpr uint8_t kSendMiddle = 0x01;
+inline constexpr uint8_t kSendLast = 0x02;
+inline constexpr uint8_t kSendLastImm = 0x03;
+inline constexpr uint8_t kSendOnly = 0x04;
+inline constexpr uint8_t kSendOnlyImm = 0x05;
+inline constexpr uint8_t kWriteFirst = 0x06;
+inline constexpr uint8_t kWriteMiddle = 0x07;
+inline constexpr uint8_t kWriteLast = 0x08;
+inline constexpr uint8_t kWriteLastImm = 0x09;
+inline constexpr uint8_t kWriteOnly = 0x0a;
+inline constexpr uint8_t kWriteOnlyImm = 0x0b;
+inline constexpr uint8_t kReadRequest = 0x0c;
+inline constexpr uint8_t kReadRespFirst = 0x0d;
+inline constexpr uint8_t kReadRespMiddle = 0x0e;
+inline constexpr uint8_t kReadRespLast = 0x0f;
+inline constexpr uint8_t kReadRespOnly = 0x10;
+inline constexpr uint8_t kAck = 0x11;
+inline constexpr uint8_t kAtomicAck = 0x12;
+inline constexpr uint8_t kCompareSwap = 0x13;
+inline constexpr uint8_t kFetchAdd = 0x14;
+inline constexpr uint8_t kSendLastInv = 0x16;
+inline constexpr uint8_t kSendOnlyInv = 0x17;
+
+const char *opcode_name(uint8_t opcode);
+
+// Which extended headers follow the BTH for an opcode (IBA table 38).
+struct OpcodeInfo {
+    bool valid = false;
+    bool deth = false, xrceth = false, reth = false, aeth = false, atomic = false, atomic_ack = false;
+    bool imm = false, ieth = false, payload = false;
+};
+OpcodeInfo opcode_info(uint8_t opcode);
+
+// A parsed packet; pointers into the caller's buffer.
+struct PacketView {
+    const Lrh *lrh = nullptr;
+    const Grh *grh = nullptr;
+    const Bth *bth = nullptr;
+    const Deth *deth = nullptr;
+    const XrcEth *xrceth = nullptr;
+    const Reth *reth = nullptr;
+    const Aeth *aeth = nullptr;
+    const AtomicEth *atomic = nullptr;
+    const AtomicAckEth *atomic_ack = nullptr;
+    const be32 *imm = nullptr;  // ImmDt or IETH
+    std::span<const uint8_t> payload;
+    uint32_t icrc = 0;
+    uint16_t vcrc = 0;
+
+    uint16_t dlid() const { return lrh->dlid.get(); }
+    uint16_t slid() const { return lrh->slid.get(); }
+    uint8_t sl() const { return lrh->sl_lnh >> 4; }
+    uint8_t vl() const { return lrh->vl_lver >> 4; }
+    uint8_t opcode() const { return bth->opcode; }
+    uint32_t dqpn() const { return bth->dqpn.get() & 0xffffff; }
+    uint32_t psn() const { return bth->psn.get() & 0xffffff; }
+    bool ack_req() const { return bth->psn.get() >> 31; }
+    bool se() const { return bth->se_m_pad_tver >> 7; }
+    uint16_t pkey() const { return bth->pkey.get(); }
+};
+
+enum class ParseError {
+    None,
+    Truncated,     // shorter than its headers
+    BadLength,     // LRH PktLen or GRH PayLen disagree with the frame
+    BadLnh,        // raw or IPv6 packets are not handled
+    BadVersion,    // LVer / TVer / IPVer / NxtHdr
+    BadOpcode,     // reserved opcode
+    BadIcrc,
+    BadVcrc,
+};
+const char *parse_error_name(ParseError e);
+
+// Parses and checks a whole packet, LRH to VCRC.
+ParseError parse(std::span<const uint8_t> pkt, PacketView &out);
+
+// Incremental packet construction.
+struct PacketSpec {
+    uint8_t vl = 0;
+    uint8_t sl = 0;
+    uint16_t dlid = 0;
+    uint16_t slid = 0;
+    bool grh = false;
+    uint8_t tclass = 0;
+    uint32_t flow_label = 0;
+    uint8_t hop_limit = 0;
+    Gid sgid{};
+    Gid dgid{};
+    uint8_t opcode = 0;
+    bool se = false;
+    bool migreq = true;  // APM migrated state (pm_state 3)
+    uint16_t pkey = 0xffff;
+    uint32_t dqpn = 0;
+    bool ack_req = false;
+    uint32_t psn = 0;
+};
+
+// Builds LRH [GRH] BTH + ext (already encoded) + payload + pad + ICRC + VCRC.
+std::vector<uint8_t> build(const PacketSpec &s, std::span<const uint8_t> ext, std::span<const uint8_t> payload);
+// The same into a caller buffer (cleared first), to avoid allocations.
+void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
+                std::span<const uint8_t> payload);
+
+// CRCs (IBA 7.8).
+uint32_t icrc(std::span<const uint8_t> pkt_without_crcs);
+uint16_t vcrc(std::span<const uint8_t> pkt_without_vcrc);
+
+std::string gid_str(const Gid &g);
+
+}  // namespace iba
