@@ -36,7 +36,8 @@ create_mkey_in create_mkey_out destroy_mkey_in destroy_mkey_out query_mkey_in qu
 create_cq_in create_cq_out destroy_cq_in destroy_cq_out query_cq_in query_cq_out modify_cq_in cqc
 create_qp_in create_qp_out destroy_qp_in destroy_qp_out query_qp_in query_qp_out qpc ads
 rst2init_qp_in init2rtr_qp_in rtr2rts_qp_in rts2rts_qp_in init2init_qp_in sqerr2rts_qp_in sqd2rts_qp_in
-qp_2err_in qp_2rst_in
+qp_2err_in qp_2err_out qp_2rst_in qp_2rst_out rst2init_qp_out init2rtr_qp_out rtr2rts_qp_out rts2rts_qp_out init2init_qp_out sqerr2rts_qp_out sqd2rts_qp_out
+destroy_srq_out arm_rq_out query_xrc_srq_in destroy_xrc_srq_out arm_xrc_srq_out query_rmp_in query_srq_in
 create_srq_in create_srq_out destroy_srq_in destroy_srq_out query_srq_in query_srq_out srqc arm_rq_in
 create_xrc_srq_in create_xrc_srq_out destroy_xrc_srq_in query_xrc_srq_in query_xrc_srq_out xrc_srqc arm_xrc_srq_in
 attach_to_mcg_in attach_to_mcg_out detach_from_mcg_in detach_from_mcg_out
@@ -46,7 +47,7 @@ query_vport_state_in query_vport_state_out
 pcap_reg ptys_reg pmtu_reg pvlc_reg paos_reg
 mcam_reg mcam_access_reg mcqs_reg mcqi_reg mcqi_version
 create_rmp_in create_rmp_out destroy_rmp_in destroy_rmp_out query_rmp_in query_rmp_out modify_rmp_in modify_rmp_out rmpc wq rmp_bitmask
-destroy_xrc_srq_out arm_xrc_srq_out arm_rq_out query_hca_vport_gid_in query_hca_vport_pkey_in
+query_hca_vport_gid_in query_hca_vport_pkey_in
 """.split()
 
 KEYWORDS = {"free", "register", "class", "private", "protected", "public", "delete",
@@ -198,7 +199,7 @@ def main():
     print("#pragma once")
     print('#include "ifc/field.h"')
     print("namespace hca::ifc {")
-    for name in STRUCTS:
+    for name in dict.fromkeys(STRUCTS):  # each once, in order
         if name not in defs:
             raise SystemExit("gen-ifc: no struct mlx5_ifc_%s_bits" % name)
         out = []

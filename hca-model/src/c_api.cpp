@@ -50,6 +50,7 @@ HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque, const HcaModelConfi
             c.trace_filter = cfg->trace_filter;
         }
         c.trace_max_bytes = cfg->trace_max_bytes;
+        c.fabric = cfg->fabric;
     }
     try {
         return new HcaModel(*ops, opaque, c);
@@ -74,6 +75,12 @@ void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data, unsign
 }
 
 void hca_model_run(HcaModel *m) { m->dev.run(); }
+
+void hca_model_port_rx(HcaModel *m, unsigned port, const void *frame, size_t len) {
+    m->dev.port_rx(port, static_cast<const uint8_t *>(frame), len);
+}
+
+void hca_model_port_link(HcaModel *m, unsigned port, bool up) { m->dev.port_link(port, up); }
 
 void hca_model_timer(HcaModel *m) { m->dev.on_timer(); }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "be.h"
+#include "iba/link.h"
 
 namespace hca {
 
@@ -25,6 +26,12 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       regs(*this),
       uars(*this, HCA_MODEL_BAR0_SIZE >> kPageShift),
       eqs(*this),
+      pds(*this),
+      mkeys(*this),
+      cqs(*this),
+      srqs(*this),
+      qps(*this),
+      port1(*this, 1),
       cmdif(*this) {
     uint32_t mask = 0;
     if (!parse_trace_filter(cfg.trace_filter, &mask)) {
@@ -43,7 +50,15 @@ Device::Device(Host &host, const DeviceConfig &cfg)
         throw ConfigError(err);
     }
     tracer_.set_mask(mask);
+    // Packet ids: the low bits of the node GUID, then a counter, so ids of
+    // different nodes never collide in a fabric capture.
+    next_packet_id_ = (node_guid_ & 0xffff) << 40 | 1;
     reset();
+    // Without a fabric the port's cable is always plugged in (LinkUp, Init),
+    // so a subnet manager in the guest can configure it.
+    if (!cfg_.fabric) {
+        port1.set_link(true);
+    }
 }
 
 void Device::reset() {
@@ -51,11 +66,18 @@ void Device::reset() {
     timers_.clear();
     sync_timer();
     doorbells_.clear();
+    rx_.clear();
     iseg.reset();
     fw.reset();
     regs.reset();
     uars.reset();
     eqs.reset();
+    pds.reset();
+    mkeys.reset();
+    cqs.reset();
+    srqs.reset();
+    qps.reset();
+    port1.reset();
     cmdif.reset();
 }
 
@@ -159,12 +181,142 @@ void Device::run() {
     if (cmdif.pending()) {
         cmdif.process();
     }
-    while (!doorbells_.empty()) {
-        const Doorbell db = doorbells_.front();
-        doorbells_.pop_front();
-        uar_doorbell(db.uar, db.offset, db.data, db.size);
+    // Doorbells make packets; looped-back packets make receives; repeat
+    // until both are drained.
+    while (!doorbells_.empty() || !rx_.empty()) {
+        while (!doorbells_.empty()) {
+            const Doorbell db = doorbells_.front();
+            doorbells_.pop_front();
+            uar_doorbell(db.uar, db.offset, db.data, db.size);
+        }
+        while (!rx_.empty()) {
+            Packet pkt = std::move(rx_.front());
+            rx_.pop_front();
+            receive(pkt);
+        }
     }
     tracer_.flush();
+}
+
+void Device::transmit(Packet &&pkt, uint32_t src_qpn) {
+    pkt.id = next_packet_id_++;
+    Port &p = port1;
+    const auto *lrh = reinterpret_cast<const iba::Lrh *>(pkt.bytes.data());
+    const uint16_t dlid = lrh->dlid.get();
+    const uint8_t vl = lrh->vl_lver >> 4;
+    if (tracer_.on(kTrPkt)) {
+        iba::PacketView v;
+        if (iba::parse(pkt.bytes, v) == iba::ParseError::None) {
+            trace(kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}", pkt.id,
+                  src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
+                  v.grh ? fmt::format(" dgid={}", iba::gid_str(v.grh->dgid)) : "");
+        }
+    }
+    // IBA 7.2: only SMPs (VL15) leave a port that is not Active.
+    if (!p.link_up() || (vl != 15 && !p.active())) {
+        ++p.counters().xmit_discards;
+        ++counters.packets_dropped;
+        trace(kTrPkt, "drop id=0x{:x}: port {} (link {}, {})", pkt.id, p.num(), p.link_up() ? "up" : "down",
+              p.active() ? "active" : "not active");
+        return;
+    }
+    ++p.counters().xmit_pkts;
+    p.counters().xmit_data += pkt.bytes.size() - 2;
+    ++counters.packets_tx;
+    const bool multicast = dlid >= iba::kMulticastLidBase && dlid != iba::kPermissiveLid;
+    if (multicast) {
+        ++p.counters().multicast_xmit;
+    } else {
+        ++p.counters().unicast_xmit;
+    }
+    const bool local = !multicast && dlid != iba::kPermissiveLid && p.owns_lid(dlid);
+    if (multicast || local) {
+        // The HCA loops packets for its own LID and its multicast groups back
+        // to the receive side itself.
+        ++counters.packets_looped;
+        rx_.push_back(local ? std::move(pkt) : pkt);
+        if (local) {
+            return;
+        }
+    }
+    if (!cfg_.fabric) {
+        trace(kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
+        return;
+    }
+    std::vector<uint8_t> frame(iba::link::kHeader + pkt.bytes.size());
+    frame[0] = iba::link::kPacket;
+    store_be64(frame.data() + 4, pkt.id);
+    std::memcpy(frame.data() + iba::link::kHeader, pkt.bytes.data(), pkt.bytes.size());
+    host_.port_tx(p.num(), frame.data(), frame.size());
+}
+
+void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
+    if (port != 1 || len < iba::link::kHeader) {
+        return;
+    }
+    switch (frame[0]) {
+    case iba::link::kPacket: {
+        Packet pkt;
+        pkt.id = load_be64(frame + 4);
+        pkt.bytes.assign(frame + iba::link::kHeader, frame + len);
+        rx_.push_back(std::move(pkt));
+        schedule();
+        return;
+    }
+    case iba::link::kLinkState:
+        if (len > iba::link::kHeader) {
+            port_link(port, frame[iba::link::kHeader] != 0);
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+void Device::port_link(unsigned port, bool up) {
+    if (port == 1) {
+        port1.set_link(up);
+        tracer_.flush();
+    }
+}
+
+void Device::receive(Packet &pkt) {
+    Port &p = port1;
+    iba::PacketView v;
+    const iba::ParseError e = iba::parse(pkt.bytes, v);
+    if (e != iba::ParseError::None) {
+        ++p.counters().rcv_errors;
+        ++counters.packets_dropped;
+        trace(kTrPkt, "drop id=0x{:x}: {} ({} bytes)", pkt.id, iba::parse_error_name(e), pkt.bytes.size());
+        return;
+    }
+    ++counters.packets_rx;
+    const uint16_t dlid = v.dlid();
+    const bool multicast = dlid >= iba::kMulticastLidBase && dlid != iba::kPermissiveLid;
+    trace(kTrPkt, "recv id=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}", pkt.id,
+          iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), v.vl(), pkt.bytes.size());
+    if (!p.link_up() || (v.vl() != 15 && !p.active())) {
+        ++counters.packets_dropped;
+        trace(kTrPkt, "drop id=0x{:x}: port not active", pkt.id);
+        return;
+    }
+    if (!multicast && dlid != iba::kPermissiveLid && !p.owns_lid(dlid)) {
+        ++p.counters().rcv_errors;
+        trace(kTrPkt, "drop id=0x{:x}: dlid {} is not this port's LID {}", pkt.id, dlid, p.lid());
+        return;
+    }
+    if (v.vl() == 15 && v.dqpn() != 0) {
+        ++p.counters().vl15_dropped;
+        return;
+    }
+    ++p.counters().rcv_pkts;
+    p.counters().rcv_data += pkt.bytes.size() - 2;
+    if (multicast) {
+        ++p.counters().multicast_rcv;
+    } else {
+        ++p.counters().unicast_rcv;
+    }
+    qps.receive(pkt, v);
 }
 
 void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsigned size) {
@@ -173,7 +325,18 @@ void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsig
         return;
     }
     trace(kTrUar, "write uar={} offset=0x{:x} size={} data={}", uar, off, size, to_hex({data, size}));
+    if (off >= UarTable::kBfRegion) {
+        qps.sq_doorbell(uar, off, data, size);
+        return;
+    }
     switch (off) {
+    case UarTable::kCqDoorbell:
+        if (size != 8) {
+            guest_error("CQ doorbell uar={} of {} bytes (must be 8)", uar, size);
+            return;
+        }
+        cqs.doorbell(uar, data);
+        return;
     case UarTable::kEqArmDoorbell:
     case UarTable::kEqCiDoorbell:
         if (size != 4) {
@@ -192,11 +355,19 @@ std::string Device::info() {
     std::string s = fmt::format("mlx5-hca node_guid=0x{:016x} fw={}.{}.{} board_id={}\n", node_guid_, kFwMajor,
                                 kFwMinor, kFwSubMinor, kBoardId);
     s += fw.info();
-    s += fmt::format("UARs in use: {}\n", uars.in_use());
+    s += fmt::format("UARs in use: {}, PDs: {}, XRCDs: {}\n", uars.in_use(), pds.pds(), pds.xrcds());
+    s += port1.info();
     s += eqs.info();
-    s += fmt::format("counters: commands={} command_errors={} eqes={} msix={} doorbells={} guest_errors={}\n",
-                     counters.commands, counters.command_errors, counters.eqes, counters.msix, counters.doorbells,
-                     counters.guest_errors);
+    s += cqs.info();
+    s += qps.info();
+    s += srqs.info();
+    s += mkeys.info();
+    s += fmt::format(
+        "counters: commands={} command_errors={} eqes={} msix={} doorbells={} guest_errors={} packets_tx={} "
+        "packets_rx={} packets_looped={} packets_dropped={}\n",
+        counters.commands, counters.command_errors, counters.eqes, counters.msix, counters.doorbells,
+        counters.guest_errors, counters.packets_tx, counters.packets_rx, counters.packets_looped,
+        counters.packets_dropped);
     return s;
 }
 

@@ -12,12 +12,18 @@
 #include <fmt/format.h>
 
 #include "cmdif.h"
-#include "hcasim/hca_model.h"
+#include "cq.h"
 #include "eq.h"
 #include "firmware.h"
+#include "hcasim/hca_model.h"
 #include "host.h"
 #include "iseg.h"
+#include "mkey.h"
+#include "pd.h"
+#include "port.h"
+#include "qp.h"
 #include "registers.h"
+#include "srq.h"
 #include "timers.h"
 #include "trace.h"
 #include "uar.h"
@@ -29,6 +35,7 @@ struct DeviceConfig {
     std::string trace_path;
     std::string trace_filter = "all";
     uint64_t trace_max_bytes = 0;
+    bool fabric = false;  // the port's link follows a fabric connection
 };
 
 struct ConfigError : std::runtime_error {
@@ -55,6 +62,13 @@ class Device {
     void on_timer();
     std::string info();
     bool set_trace_filter(std::string_view filter);
+
+    // The port's link to the fabric (frames of iba/link.h).
+    void port_rx(unsigned port, const uint8_t *frame, size_t len);
+    void port_link(unsigned port, bool up);
+    // A packet leaving a QP: local loopback, multicast copy, or the wire.
+    void transmit(Packet &&pkt, uint32_t src_qpn);
+    Port &port(unsigned) { return port1; }
 
     // Services for the subsystems.
     int64_t now() { return host_.now_ns(); }
@@ -92,6 +106,10 @@ class Device {
         uint64_t msix = 0;
         uint64_t doorbells = 0;
         uint64_t guest_errors = 0;
+        uint64_t packets_tx = 0;
+        uint64_t packets_rx = 0;
+        uint64_t packets_looped = 0;
+        uint64_t packets_dropped = 0;
     } counters;
 
   private:
@@ -116,6 +134,9 @@ class Device {
         uint8_t data[8];
     };
     std::deque<Doorbell> doorbells_;
+    std::deque<Packet> rx_;  // packets waiting for the receive side
+    uint64_t next_packet_id_ = 1;
+    void receive(Packet &pkt);
 
   public:
     // Subsystems, in dependency order.
@@ -124,6 +145,12 @@ class Device {
     Registers regs;
     UarTable uars;
     EqTable eqs;
+    PdTable pds;
+    MkeyTable mkeys;
+    CqTable cqs;
+    SrqTable srqs;
+    QpTable qps;
+    Port port1;
     CommandInterface cmdif;
 };
 

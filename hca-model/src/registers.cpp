@@ -22,6 +22,8 @@ const RegisterDesc kRegisters[] = {
     {kRegMcam, "MCAM", ifc::mcam_reg::size_bytes, &Registers::mcam, false},
     {kRegMcqs, "MCQS", ifc::mcqs_reg::size_bytes, &Registers::mcqs, false},
     {kRegMcqi, "MCQI", ifc::mcqi_reg::size_bytes, &Registers::mcqi, false},
+    {kRegPcap, "PCAP", ifc::pcap_reg::size_bytes, &Registers::pcap, true},
+    {kRegNodeDesc, "NODE_DESC", 64, &Registers::node_desc, true},
 };
 
 // Firmware components (MCQS identifier): one boot image, fw.c MCQS_IDENTIFIER_BOOT_IMG.
@@ -128,6 +130,29 @@ void Registers::mcqi(RegAccess &r) {
     std::memcpy(v + ifc::mcqi_version::version_string.byte(), s.data(), s.size());
     ifc::set(r.out.data(), ifc::mcqi_reg::info_size, ifc::mcqi_version::size_bytes);
     ifc::set(r.out.data(), ifc::mcqi_reg::data_size, ifc::mcqi_version::size_bytes);
+}
+
+// Port capability mask (core/port.c mlx5_set_port_caps(); ib_cm sets IsCM):
+// the PortInfo CapabilityMask is the first word of port_capability_mask.
+void Registers::pcap(RegAccess &r) {
+    constexpr ifc::Field kCaps{ifc::pcap_reg::port_capability_mask.off, 32};
+    const uint64_t port = ifc::get(r.in.data(), ifc::pcap_reg::local_port);
+    if (port != 1) {
+        r.cmd.fail(Status::BAD_PARAM, "PCAP for port {}", port);
+        return;
+    }
+    if (r.write) {
+        dev_.port1.set_cap_mask(static_cast<uint32_t>(ifc::get(r.in.data(), kCaps)));
+    }
+    ifc::set(r.out.data(), kCaps, dev_.port1.cap_mask());
+}
+
+// Node description (hw/main.c mlx5_ib_modify_device(), rdma-ndd).
+void Registers::node_desc(RegAccess &r) {
+    if (r.write) {
+        dev_.port1.set_node_desc(r.in.data());
+    }
+    std::copy_n(dev_.port1.node_desc().begin(), std::min<size_t>(64, r.out.size()), r.out.begin());
 }
 
 }  // namespace hca

@@ -19,6 +19,8 @@ enum RegisterId : uint16_t {
     kRegMcqi = 0x9061,
     kRegMcam = 0x907f,
     kRegHostEndianness = 0x7004,
+    kRegPcap = 0x5001,
+    kRegNodeDesc = 0x6001,
 };
 
 struct RegAccess {
@@ -40,6 +42,8 @@ class Registers {
     void mcam(RegAccess &r);
     void mcqs(RegAccess &r);
     void mcqi(RegAccess &r);
+    void pcap(RegAccess &r);
+    void node_desc(RegAccess &r);
 
   private:
     Device &dev_;

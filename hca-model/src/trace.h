@@ -28,6 +28,14 @@ enum TraceCat : uint32_t {
     kTrPages = 1u << 5,     // firmware page management
     kTrGuestErr = 1u << 6,  // guest errors the device detected
     kTrCmdData = 1u << 7,   // command payload dumps (verbose)
+    kTrObj = 1u << 8,       // object creation, modification, destruction
+    kTrQp = 1u << 9,        // QP state transitions
+    kTrMad = 1u << 10,      // MAD_IFC: the SMA, PMA
+    kTrPort = 1u << 11,     // port state, link, events
+    kTrWqe = 1u << 12,      // WQE fetch, decoded segment by segment
+    kTrCqe = 1u << 13,      // CQEs written
+    kTrPkt = 1u << 14,      // packets sent and received
+    kTrMkey = 1u << 15,     // memory key translations and their failures
 };
 
 struct TraceCatInfo {
@@ -45,6 +53,14 @@ inline constexpr TraceCatInfo kTraceCats[] = {
     {kTrPages, "pages", "pages given to and taken from the device"},
     {kTrGuestErr, "guest_err", "guest errors detected by the device"},
     {kTrCmdData, "cmd_data", "command input/output payloads (verbose)"},
+    {kTrObj, "obj", "PD, XRCD, mkey, CQ, SRQ, QP creation and destruction"},
+    {kTrQp, "qp", "QP state transitions with the fields applied"},
+    {kTrMad, "mad", "MAD_IFC: SMA and PMA requests and replies"},
+    {kTrPort, "port", "port and link state, port events"},
+    {kTrWqe, "wqe", "WQEs fetched, decoded segment by segment"},
+    {kTrCqe, "cqe", "CQEs written (decoded)"},
+    {kTrPkt, "pkt", "packets sent and received (header summary)"},
+    {kTrMkey, "mkey", "memory key translations and failures"},
 };
 
 const char *trace_cat_name(uint32_t cat);

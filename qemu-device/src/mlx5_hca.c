@@ -11,12 +11,24 @@
  *   -device pcie-root-port,id=rp0,chassis=1,x-speed=8,x-width=16
  *   -device mlx5-hca,bus=rp0[,node-guid=<u64>][,trace=<file>]
  *           [,trace-filter=<categories>][,trace-max-bytes=<n>]
+ *           [,fabric=<unix socket of hcasim-fabric's switch port>]
+ *
+ * Without "fabric" the port's link is always up (a subnet manager in the
+ * guest can configure it; traffic to its own LID loops back). With it, the
+ * port is cabled to a switch port of hcasim-fabric: frames of a 4-byte
+ * big-endian length and a body (hca-model/src/iba/link.h) in both
+ * directions; the link follows the connection, which is retried every
+ * second while the fabric is away.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
 #include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <sys/un.h>
 #include "qemu/main-loop.h"
+#include "qemu/cutils.h"
+#include "qemu/sockets.h"
 #include "qemu/module.h"
 #include "qemu/timer.h"
 #include "qemu/units.h"
@@ -37,6 +49,20 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 #define MLX5_HCA_BAR0 0
 #define MLX5_HCA_MSIX_BAR 2
 #define MLX5_HCA_PCIE_CAP_OFFSET 0x60
+#define MLX5_HCA_LINK_MAX_FRAME (1 << 20)
+#define MLX5_HCA_LINK_MAX_QUEUED (16 << 20)
+#define MLX5_HCA_LINK_RETRY_MS 1000
+
+/* The cable to the fabric's switch port. */
+typedef struct Mlx5HcaLink {
+    int fd;
+    GByteArray *rbuf;
+    GByteArray *wbuf;
+    QEMUTimer *retry;
+    uint64_t frames_in;
+    uint64_t frames_out;
+    uint64_t frames_dropped;
+} Mlx5HcaLink;
 
 struct Mlx5HcaState {
     PCIDevice parent_obj;
@@ -51,7 +77,13 @@ struct Mlx5HcaState {
     char *trace_path;
     char *trace_filter;
     uint64_t trace_max_bytes;
+    char *fabric_path;
+
+    Mlx5HcaLink link;
 };
+
+static void mlx5_hca_link_connect(Mlx5HcaState *s);
+static void mlx5_hca_link_flush(Mlx5HcaState *s);
 
 /* Host services for the model */
 
@@ -114,6 +146,156 @@ static int64_t mlx5_hca_clock_ns(void *opaque)
     return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
 }
 
+/* Fabric link */
+
+static void mlx5_hca_link_close(Mlx5HcaState *s)
+{
+    Mlx5HcaLink *l = &s->link;
+
+    if (l->fd < 0) {
+        return;
+    }
+    qemu_set_fd_handler(l->fd, NULL, NULL, NULL);
+    close(l->fd);
+    l->fd = -1;
+    g_byte_array_set_size(l->rbuf, 0);
+    g_byte_array_set_size(l->wbuf, 0);
+    trace_mlx5_hca_link_down(s->fabric_path);
+    hca_model_port_link(s->model, 1, false);
+    timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
+              MLX5_HCA_LINK_RETRY_MS);
+}
+
+static void mlx5_hca_link_read(void *opaque)
+{
+    Mlx5HcaState *s = opaque;
+    Mlx5HcaLink *l = &s->link;
+    uint8_t buf[65536];
+    ssize_t n;
+
+    n = read(l->fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        mlx5_hca_link_close(s);
+        return;
+    }
+    if (n < 0) {
+        return;
+    }
+    g_byte_array_append(l->rbuf, buf, n);
+    while (l->rbuf->len >= 4) {
+        uint32_t len = ldl_be_p(l->rbuf->data);
+
+        if (len == 0 || len > MLX5_HCA_LINK_MAX_FRAME) {
+            trace_mlx5_hca_link_bad_frame(len);
+            mlx5_hca_link_close(s);
+            return;
+        }
+        if (l->rbuf->len < 4 + len) {
+            break;
+        }
+        l->frames_in++;
+        hca_model_port_rx(s->model, 1, l->rbuf->data + 4, len);
+        g_byte_array_remove_range(l->rbuf, 0, 4 + len);
+    }
+}
+
+static void mlx5_hca_link_write(void *opaque)
+{
+    mlx5_hca_link_flush(opaque);
+}
+
+static void mlx5_hca_link_flush(Mlx5HcaState *s)
+{
+    Mlx5HcaLink *l = &s->link;
+    ssize_t n;
+
+    while (l->fd >= 0 && l->wbuf->len) {
+        n = write(l->fd, l->wbuf->data, l->wbuf->len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            break;
+        }
+        if (n <= 0) {
+            mlx5_hca_link_close(s);
+            return;
+        }
+        g_byte_array_remove_range(l->wbuf, 0, n);
+    }
+    if (l->fd >= 0) {
+        qemu_set_fd_handler(l->fd, mlx5_hca_link_read,
+                            l->wbuf->len ? mlx5_hca_link_write : NULL, s);
+    }
+}
+
+static void mlx5_hca_link_send(Mlx5HcaState *s, const void *frame, size_t len)
+{
+    Mlx5HcaLink *l = &s->link;
+    uint8_t hdr[4];
+
+    if (l->fd < 0) {
+        return;
+    }
+    if (l->wbuf->len + len > MLX5_HCA_LINK_MAX_QUEUED) {
+        /* The fabric does not read: drop, as a congested link would. */
+        l->frames_dropped++;
+        return;
+    }
+    stl_be_p(hdr, len);
+    g_byte_array_append(l->wbuf, hdr, sizeof(hdr));
+    g_byte_array_append(l->wbuf, frame, len);
+    l->frames_out++;
+    mlx5_hca_link_flush(s);
+}
+
+static void mlx5_hca_link_connect(Mlx5HcaState *s)
+{
+    Mlx5HcaLink *l = &s->link;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    uint8_t hello[12 + 17] = { 2 /* hello */ };
+    int fd;
+
+    if (strlen(s->fabric_path) >= sizeof(sa.sun_path)) {
+        return;
+    }
+    pstrcpy(sa.sun_path, sizeof(sa.sun_path), s->fabric_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
+                  MLX5_HCA_LINK_RETRY_MS);
+        return;
+    }
+    qemu_socket_set_nonblock(fd);
+    l->fd = fd;
+    trace_mlx5_hca_link_up(s->fabric_path);
+    qemu_set_fd_handler(fd, mlx5_hca_link_read, NULL, s);
+    stq_be_p(hello + 12, s->node_guid);
+    stq_be_p(hello + 20, s->node_guid);
+    hello[28] = 1;
+    mlx5_hca_link_send(s, hello, sizeof(hello));
+    /* The link comes up when the fabric says so (a link-state frame). */
+}
+
+static void mlx5_hca_link_retry(void *opaque)
+{
+    Mlx5HcaState *s = opaque;
+
+    if (s->link.fd < 0) {
+        mlx5_hca_link_connect(s);
+    }
+}
+
+static void mlx5_hca_port_tx(void *opaque, unsigned port, const void *frame,
+                             size_t len)
+{
+    mlx5_hca_link_send(opaque, frame, len);
+}
+
 static const HcaHostOps mlx5_hca_host_ops = {
     .dma_read = mlx5_hca_dma_read,
     .dma_write = mlx5_hca_dma_write,
@@ -121,7 +303,7 @@ static const HcaHostOps mlx5_hca_host_ops = {
     .schedule = mlx5_hca_schedule,
     .timer_mod = mlx5_hca_timer_mod,
     .clock_ns = mlx5_hca_clock_ns,
-    .port_tx = NULL,
+    .port_tx = mlx5_hca_port_tx,
 };
 
 static void mlx5_hca_bh(void *opaque)
@@ -208,6 +390,7 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         .trace_path = s->trace_path,
         .trace_filter = s->trace_filter,
         .trace_max_bytes = s->trace_max_bytes,
+        .fabric = s->fabric_path && *s->fabric_path,
     };
     char err[256] = "";
     unsigned i;
@@ -251,6 +434,14 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
     for (i = 0; i < HCA_MODEL_MSIX_VECTORS; i++) {
         msix_vector_use(pdev, i);
     }
+
+    s->link.fd = -1;
+    s->link.rbuf = g_byte_array_new();
+    s->link.wbuf = g_byte_array_new();
+    s->link.retry = timer_new_ms(QEMU_CLOCK_REALTIME, mlx5_hca_link_retry, s);
+    if (cfg.fabric) {
+        mlx5_hca_link_connect(s);
+    }
     return;
 
 fail:
@@ -264,6 +455,13 @@ static void mlx5_hca_exit(PCIDevice *pdev)
 {
     Mlx5HcaState *s = MLX5_HCA(pdev);
 
+    timer_free(s->link.retry);
+    if (s->link.fd >= 0) {
+        qemu_set_fd_handler(s->link.fd, NULL, NULL, NULL);
+        close(s->link.fd);
+    }
+    g_byte_array_free(s->link.rbuf, true);
+    g_byte_array_free(s->link.wbuf, true);
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
     timer_free(s->timer);
@@ -321,6 +519,7 @@ static Property mlx5_hca_properties[] = {
     DEFINE_PROP_UINT64("node-guid", Mlx5HcaState, node_guid, 0),
     DEFINE_PROP_STRING("trace", Mlx5HcaState, trace_path),
     DEFINE_PROP_UINT64("trace-max-bytes", Mlx5HcaState, trace_max_bytes, 0),
+    DEFINE_PROP_STRING("fabric", Mlx5HcaState, fabric_path),
     DEFINE_PROP_END_OF_LIST(),
 };
 

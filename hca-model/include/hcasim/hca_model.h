@@ -45,8 +45,10 @@ typedef struct HcaHostOps {
     void (*timer_mod)(void *opaque, int64_t deadline_ns);
     /* Monotonic clock in nanoseconds (QEMU: the virtual clock). */
     int64_t (*clock_ns)(void *opaque);
-    /* Send one IBA packet (LRH to VCRC) out of port; NULL: no fabric. */
-    void (*port_tx)(void *opaque, unsigned port, const void *pkt, size_t len);
+    /* Send one frame (link header + IBA packet, iba/link.h) out of port;
+     * the host adds the 4-byte length. NULL: no fabric. */
+    void (*port_tx)(void *opaque, unsigned port, const void *frame,
+                    size_t len);
 } HcaHostOps;
 
 typedef struct HcaModelConfig {
@@ -54,6 +56,9 @@ typedef struct HcaModelConfig {
     const char *trace_path;    /* NULL or "": no trace file */
     const char *trace_filter;  /* categories, e.g. "cmd,eq" or "all" */
     uint64_t trace_max_bytes;  /* cap of the trace file(s); 0: default */
+    bool fabric;               /* a fabric link is attached: the port's
+                                * physical link follows hca_model_port_link();
+                                * without one the link is always up */
 } HcaModelConfig;
 
 /* Returns NULL and a message in err on a configuration error. */
@@ -72,6 +77,13 @@ void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data,
 /* Deferred work requested by schedule(), and the timer of timer_mod(). */
 void hca_model_run(HcaModel *m);
 void hca_model_timer(HcaModel *m);
+
+/* A frame from the fabric link of port (the body after the 4-byte length:
+ * link header + payload, see iba/link.h). */
+void hca_model_port_rx(HcaModel *m, unsigned port, const void *frame,
+                       size_t len);
+/* The fabric link of port was connected (up) or lost (down). */
+void hca_model_port_link(HcaModel *m, unsigned port, bool up);
 
 /* Change the trace categories at run time (same syntax as trace_filter). */
 bool hca_model_set_trace_filter(HcaModel *m, const char *filter);

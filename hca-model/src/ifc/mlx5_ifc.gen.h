@@ -1104,6 +1104,12 @@ struct qp_2err_in {
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field qpn{0x48, 24};
 };
+struct qp_2err_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
 struct qp_2rst_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
@@ -1111,6 +1117,104 @@ struct qp_2rst_in {
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field qpn{0x48, 24};
+};
+struct qp_2rst_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct rst2init_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field ece{0x60, 32};
+};
+struct init2rtr_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field ece{0x60, 32};
+};
+struct rtr2rts_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field ece{0x60, 32};
+};
+struct rts2rts_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field ece{0x60, 32};
+};
+struct init2init_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field ece{0x60, 32};
+};
+struct sqerr2rts_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct sqd2rts_qp_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct destroy_srq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct arm_rq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_xrc_srq_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field xrc_srqn{0x48, 24};
+};
+struct destroy_xrc_srq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct arm_xrc_srq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_rmp_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field rmpn{0x48, 24};
+};
+struct query_srq_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field srqn{0x48, 24};
 };
 struct create_srq_in {
     static constexpr uint32_t size_bits = 0x880;
@@ -1133,19 +1237,6 @@ struct destroy_srq_in {
     static constexpr uint32_t size_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
-    static constexpr Field op_mod{0x30, 16};
-    static constexpr Field srqn{0x48, 24};
-};
-struct destroy_srq_out {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field status{0x0, 8};
-    static constexpr Field syndrome{0x20, 32};
-};
-struct query_srq_in {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field srqn{0x48, 24};
 };
@@ -1206,13 +1297,6 @@ struct destroy_xrc_srq_in {
     static constexpr uint32_t size_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
-    static constexpr Field op_mod{0x30, 16};
-    static constexpr Field xrc_srqn{0x48, 24};
-};
-struct query_xrc_srq_in {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field xrc_srqn{0x48, 24};
 };
@@ -1508,13 +1592,6 @@ struct destroy_rmp_out {
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
-struct query_rmp_in {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field opcode{0x0, 16};
-    static constexpr Field op_mod{0x30, 16};
-    static constexpr Field rmpn{0x48, 24};
-};
 struct query_rmp_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
@@ -1584,24 +1661,6 @@ struct rmp_bitmask {
     static constexpr uint32_t size_bits = 0x40;
     static constexpr uint32_t size_bytes = 0x8;
     static constexpr Field lwm{0x3f, 1};
-};
-struct destroy_xrc_srq_out {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field status{0x0, 8};
-    static constexpr Field syndrome{0x20, 32};
-};
-struct arm_xrc_srq_out {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field status{0x0, 8};
-    static constexpr Field syndrome{0x20, 32};
-};
-struct arm_rq_out {
-    static constexpr uint32_t size_bits = 0x80;
-    static constexpr uint32_t size_bytes = 0x10;
-    static constexpr Field status{0x0, 8};
-    static constexpr Field syndrome{0x20, 32};
 };
 struct query_hca_vport_gid_in {
     static constexpr uint32_t size_bits = 0x80;

@@ -1,0 +1,225 @@
+#include "cq.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+
+namespace hca {
+
+using ifc::cqc;
+
+void CqTable::reset() {
+    cqs_.clear();
+    ids_.reset();
+}
+
+Cq *CqTable::find(uint32_t cqn) {
+    auto it = cqs_.find(cqn);
+    return it == cqs_.end() ? nullptr : &it->second;
+}
+
+void CqTable::cmd_create_cq(CmdCtx &c) {
+    const ifc::Block ctx = ifc::create_cq_in::cq_context;
+    Cq cq;
+    cq.log_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_cq_size)));
+    cq.uar = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::uar_page)));
+    cq.eqn = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::c_eqn_or_apu_element)));
+    const uint32_t cqe_sz = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::cqe_sz)));
+    cq.log_page_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_page_size)));
+    cq.page_offset = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::page_offset)));
+    cq.dbr = c.get(ifc::in(ctx, cqc::dbr_addr));
+    cq.oi = c.get(ifc::in(ctx, cqc::oi));
+    cq.uid = static_cast<uint16_t>(c.get(ifc::create_cq_in::uid));
+    const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq_sz);
+    if (cq.log_size > max_log) {
+        c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", cq.log_size, max_log);
+        return;
+    }
+    if (cqe_sz > 1) {
+        c.fail(Status::BAD_PARAM, "cqe_sz {} is not 64 (0) or 128 (1) bytes", cqe_sz);
+        return;
+    }
+    if (c.get(ifc::in(ctx, cqc::cqe_comp_en)) || c.get(ifc::in(ctx, cqc::cc)) || c.get(ifc::in(ctx, cqc::apu_cq))) {
+        c.fail(Status::BAD_PARAM, "CQE compression / collapsed / APU CQs are not supported");
+        return;
+    }
+    cq.stride = cqe_sz ? 128 : 64;
+    if (!dev_.uars.allocated(cq.uar)) {
+        c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", cq.uar);
+        return;
+    }
+    if (!dev_.eqs.find(cq.eqn)) {
+        c.fail(Status::BAD_PARAM, "c_eqn {} does not exist", cq.eqn);
+        return;
+    }
+    if (cq.dbr & 7) {
+        c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not 8-byte aligned", cq.dbr);
+        return;
+    }
+    const uint64_t offset_bytes = uint64_t{cq.page_offset} << (12 + cq.log_page_size) >> 6;
+    const auto pas = c.in_block(ifc::create_cq_in::pas);
+    if (std::string why = cq.buf.init(pas, pas.size() / 8, cq.log_page_size, offset_bytes,
+                                      uint64_t{cq.stride} << cq.log_size);
+        !why.empty()) {
+        c.fail(Status::BAD_PARAM, "CQ buffer: {}", why);
+        return;
+    }
+    if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
+        c.fail(Status::NO_RES, "all CQs are in use");
+        return;
+    }
+    auto cqn = ids_.alloc();
+    if (!cqn) {
+        c.fail(Status::NO_RES, "no CQ number left");
+        return;
+    }
+    cq.cqn = *cqn;
+    c.set(ifc::create_cq_out::cqn, cq.cqn);
+    dev_.trace(kTrObj, "create_cq cqn=0x{:x} nent={} cqe={}B eqn={} uar={} dbr=0x{:x} pages={} uid={}", cq.cqn,
+               cq.nent(), cq.stride, cq.eqn, cq.uar, cq.dbr, cq.buf.npages(), cq.uid);
+    cqs_.emplace(cq.cqn, std::move(cq));
+}
+
+void CqTable::cmd_destroy_cq(CmdCtx &c) {
+    const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::destroy_cq_in::cqn));
+    auto it = cqs_.find(cqn);
+    if (it == cqs_.end()) {
+        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        return;
+    }
+    if (it->second.refs) {
+        c.fail(Status::RES_BUSY, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
+        return;
+    }
+    dev_.trace(kTrObj, "destroy_cq cqn=0x{:x} cqes={} events={}", cqn, it->second.cqes, it->second.events);
+    cqs_.erase(it);
+    ids_.release(cqn);
+}
+
+void CqTable::cmd_query_cq(CmdCtx &c) {
+    const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::query_cq_in::cqn));
+    Cq *cq = find(cqn);
+    if (!cq) {
+        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        return;
+    }
+    uint8_t ci[4] = {};
+    dev_.dma_read(cq->dbr, ci, 4);
+    const ifc::Block ctx = ifc::query_cq_out::cq_context;
+    c.set(ifc::in(ctx, cqc::status), cq->status);
+    c.set(ifc::in(ctx, cqc::cqe_sz), cq->stride == 128);
+    c.set(ifc::in(ctx, cqc::oi), cq->oi);
+    c.set(ifc::in(ctx, cqc::st), cq->arm == Cq::Arm::None ? 0xa : 0x9);
+    c.set(ifc::in(ctx, cqc::page_offset), cq->page_offset);
+    c.set(ifc::in(ctx, cqc::log_cq_size), cq->log_size);
+    c.set(ifc::in(ctx, cqc::uar_page), cq->uar);
+    c.set(ifc::in(ctx, cqc::c_eqn_or_apu_element), cq->eqn);
+    c.set(ifc::in(ctx, cqc::log_page_size), cq->log_page_size);
+    c.set(ifc::in(ctx, cqc::consumer_counter), load_be32(ci) & 0xffffff);
+    c.set(ifc::in(ctx, cqc::producer_counter), cq->pi & 0xffffff);
+    c.set(ifc::in(ctx, cqc::dbr_addr), cq->dbr);
+}
+
+void CqTable::notify(Cq &cq) {
+    cq.arm = Cq::Arm::None;
+    ++cq.events;
+    uint8_t data[28] = {};
+    store_be32(data + 0x18, cq.cqn);  // data.comp.cqn at EQE+0x38
+    dev_.eqs.post(cq.eqn, kEventComp, 0, data, sizeof(data));
+}
+
+void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
+    const uint32_t dw0 = load_be32(data);
+    const uint32_t cqn = load_be32(data + 4) & 0xffffff;
+    Cq *cq = find(cqn);
+    if (!cq) {
+        dev_.guest_error("CQ arm doorbell uar={} for CQ 0x{:x} that does not exist", uar, cqn);
+        return;
+    }
+    if (cq->uar != uar) {
+        dev_.guest_error("CQ arm doorbell for cqn=0x{:x} through uar={}, but the CQ belongs to uar={}: ignored", cqn,
+                         uar, cq->uar);
+        return;
+    }
+    const uint32_t ci = dw0 & 0xffffff;
+    const bool sol = (dw0 >> 24) & 1;
+    if (((cq->pi - ci) & 0xffffff) > cq->nent()) {
+        dev_.guest_error("CQ arm cqn=0x{:x}: consumer index 0x{:x} is beyond the producer 0x{:x}", cqn, ci,
+                         cq->pi & 0xffffff);
+    }
+    cq->ci_seen = ci;
+    cq->arm = sol ? Cq::Arm::Solicited : Cq::Arm::Next;
+    dev_.trace(kTrCqe, "arm cqn=0x{:x} ci=0x{:x} {} sn={} pending={}", cqn, ci, sol ? "solicited" : "next", dw0 >> 28,
+               (cq->pi - ci) & 0xffffff);
+    // CQEs the driver has not polled yet: an event right away, or the
+    // driver would sleep on them (hw/cq.c mlx5_ib_arm_cq()).
+    if (((cq->pi - ci) & 0xffffff) != 0) {
+        notify(*cq);
+    }
+}
+
+bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
+    Cq *cq = find(cqn);
+    if (!cq) {
+        dev_.guest_error("CQE for CQ 0x{:x} that does not exist: dropped", cqn);
+        return false;
+    }
+    if (cq->status != kStatusOk) {
+        return false;
+    }
+    if (((cq->pi - cq->ci_seen) & 0xffffff) >= cq->nent()) {
+        // Looks full: read the consumer counter from the doorbell record.
+        uint8_t ci[4];
+        if (dev_.dma_read(cq->dbr, ci, 4)) {
+            cq->ci_seen = load_be32(ci) & 0xffffff;
+        }
+        if (((cq->pi - cq->ci_seen) & 0xffffff) >= cq->nent() && !cq->oi) {
+            cq->status = kStatusOverflow;
+            dev_.guest_error("CQ overrun cqn=0x{:x} pi=0x{:x} ci=0x{:x}: CQ in error", cqn, cq->pi & 0xffffff,
+                             cq->ci_seen);
+            uint8_t data[28] = {};
+            store_be32(data, cqn);
+            data[0x0b] = 1;  // syndrome: overrun (EQE+0x2b)
+            dev_.eqs.post_event(kEventCqError, 0, data, sizeof(data));
+            return false;
+        }
+    }
+    cqe.op_own = static_cast<uint8_t>((cqe.op_own & 0xfe) | ((cq->pi >> cq->log_size) & 1));
+    const uint64_t off = uint64_t{cq->pi & (cq->nent() - 1)} * cq->stride + (cq->stride - 64);
+    const uint64_t addr = cq->buf.addr(off);
+    const auto *raw = reinterpret_cast<const uint8_t *>(&cqe);
+    // Body first, op_own last: the driver polls on the owner bit.
+    if (!dev_.dma_write(addr, raw, 63) || !dev_.dma_write(addr + 63, raw + 63, 1)) {
+        cq->status = kStatusWriteFail;
+        dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cqn, addr);
+        uint8_t data[28] = {};
+        store_be32(data, cqn);
+        data[0x0b] = 2;  // access violation
+        dev_.eqs.post_event(kEventCqError, 0, data, sizeof(data));
+        return false;
+    }
+    ++cq->pi;
+    ++cq->cqes;
+    if (cq->arm == Cq::Arm::Next || (cq->arm == Cq::Arm::Solicited && solicited)) {
+        notify(*cq);
+    }
+    return true;
+}
+
+std::string CqTable::info() const {
+    std::string s = fmt::format("CQs: {}\n", cqs_.size());
+    for (const auto &[cqn, cq] : cqs_) {
+        fmt::format_to(std::back_inserter(s),
+                       "  cqn=0x{:x} nent={} eqn={} uar={} pi=0x{:x} ci=0x{:x} arm={} status=0x{:x} cqes={} "
+                       "events={}\n",
+                       cqn, cq.nent(), cq.eqn, cq.uar, cq.pi & 0xffffff, cq.ci_seen,
+                       cq.arm == Cq::Arm::None ? "no" : (cq.arm == Cq::Arm::Next ? "next" : "solicited"), cq.status,
+                       cq.cqes, cq.events);
+    }
+    return s;
+}
+
+}  // namespace hca

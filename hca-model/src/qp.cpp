@@ -1,0 +1,693 @@
+// QP objects: creation, the modify state machine, query, destruction, the
+// error state with its flushing, and multicast attachment.
+#include "qp.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+
+namespace hca {
+
+using ifc::qpc;
+
+namespace {
+
+// Modify opcodes and the state each starts from / leads to.
+struct Transition {
+    uint16_t opcode;
+    const char *name;
+    int from;  // -1: any state
+    QpState to;
+};
+
+constexpr uint16_t kOpRst2Init = 0x502, kOpInit2Rtr = 0x503, kOpRtr2Rts = 0x504, kOpRts2Rts = 0x505,
+                   kOpSqerr2Rts = 0x506, kOp2Err = 0x507, kOp2Rst = 0x50a, kOpSqd2Rts = 0x50c,
+                   kOpInit2Init = 0x50e;
+
+constexpr Transition kTransitions[] = {
+    {kOpRst2Init, "RST2INIT", int(QpState::Rst), QpState::Init},
+    {kOpInit2Init, "INIT2INIT", int(QpState::Init), QpState::Init},
+    {kOpInit2Rtr, "INIT2RTR", int(QpState::Init), QpState::Rtr},
+    {kOpRtr2Rts, "RTR2RTS", int(QpState::Rtr), QpState::Rts},
+    {kOpRts2Rts, "RTS2RTS", int(QpState::Rts), QpState::Rts},
+    {kOpSqerr2Rts, "SQERR2RTS", int(QpState::Sqer), QpState::Rts},
+    {kOpSqd2Rts, "SQD2RTS", int(QpState::Sqd), QpState::Rts},
+    {kOp2Err, "2ERR", -1, QpState::Err},
+    {kOp2Rst, "2RST", -1, QpState::Rst},
+};
+
+// opt_param_mask bits (qp.h MLX5_QP_OPTPAR_*).
+enum : uint32_t {
+    kOptAltPath = 1u << 0,
+    kOptRre = 1u << 1,
+    kOptRae = 1u << 2,
+    kOptRwe = 1u << 3,
+    kOptPkeyIndex = 1u << 4,
+    kOptQkey = 1u << 5,
+    kOptRnrTimeout = 1u << 6,
+    kOptPrimaryPath = 1u << 7,
+    kOptSraMax = 1u << 8,
+    kOptRraMax = 1u << 9,
+    kOptPmState = 1u << 10,
+    kOptRetryCount = 1u << 12,
+    kOptRnrRetry = 1u << 13,
+    kOptAckTimeout = 1u << 14,
+    kOptPriPort = 1u << 16,
+};
+
+}  // namespace
+
+const char *qp_type_name(uint8_t st) {
+    switch (st) {
+    case kQpRc: return "RC";
+    case kQpUc: return "UC";
+    case kQpUd: return "UD";
+    case kQpXrc: return "XRC";
+    case kQpQp0: return "QP0";
+    case kQpQp1: return "QP1";
+    case kQpRegUmr: return "REG_UMR";
+    default: return "?";
+    }
+}
+
+const char *qp_state_name(QpState s) {
+    switch (s) {
+    case QpState::Rst: return "RST";
+    case QpState::Init: return "INIT";
+    case QpState::Rtr: return "RTR";
+    case QpState::Rts: return "RTS";
+    case QpState::Sqer: return "SQER";
+    case QpState::Sqd: return "SQD";
+    case QpState::Err: return "ERR";
+    }
+    return "?";
+}
+
+void QpTable::reset() {
+    qps_.clear();
+    mcgs_.clear();
+    ids_.reset();
+}
+
+Qp *QpTable::find(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? nullptr : &it->second;
+}
+
+Qp *QpTable::special_qp(uint8_t st) {
+    for (auto &[qpn, qp] : qps_) {
+        if (qp.st == st) {
+            return &qp;
+        }
+    }
+    return nullptr;
+}
+
+void QpTable::cmd_create_qp(CmdCtx &c) {
+    const ifc::Block ctx = ifc::create_qp_in::qpc;
+    auto f = [&](ifc::Field fld) { return c.get(ifc::in(ctx, fld)); };
+    Qp qp;
+    qp.st = static_cast<uint8_t>(f(qpc::st));
+    qp.pd = static_cast<uint32_t>(f(qpc::pd));
+    qp.uid = static_cast<uint16_t>(c.get(ifc::create_qp_in::uid));
+    qp.user_index = static_cast<uint32_t>(f(qpc::user_index));
+    qp.cqn_snd = static_cast<uint32_t>(f(qpc::cqn_snd));
+    qp.cqn_rcv = static_cast<uint32_t>(f(qpc::cqn_rcv));
+    qp.uar = static_cast<uint32_t>(f(qpc::uar_page));
+    qp.dbr = f(qpc::dbr_addr);
+    qp.log_page_size = static_cast<uint8_t>(f(qpc::log_page_size));
+    qp.page_offset = static_cast<uint32_t>(f(qpc::page_offset));
+    qp.rq_type = static_cast<uint8_t>(f(qpc::rq_type));
+    qp.log_rq_size = static_cast<uint8_t>(f(qpc::log_rq_size));
+    qp.rq_stride = 16u << f(qpc::log_rq_stride);
+    qp.srqn = static_cast<uint32_t>(f(qpc::srqn_rmpn_xrqn));
+    qp.xrcd = static_cast<uint32_t>(f(qpc::xrcd));
+    qp.no_sq = f(qpc::no_sq);
+    qp.log_sq_size = static_cast<uint8_t>(f(qpc::log_sq_size));
+    qp.pm_state = static_cast<uint8_t>(f(qpc::pm_state));
+    qp.rlky = f(qpc::rlky);
+
+    const auto &caps = dev_.fw.caps();
+    switch (qp.st) {
+    case kQpRc: case kQpUc: case kQpUd: case kQpXrc: case kQpQp0: case kQpQp1: case kQpRegUmr:
+        break;
+    default:
+        c.fail(Status::BAD_PARAM, "QP type st=0x{:x} is not supported", qp.st);
+        return;
+    }
+    if ((qp.st == kQpUc && !caps.gen(ifc::cmd_hca_cap::uc)) || (qp.st == kQpXrc && !caps.gen(ifc::cmd_hca_cap::xrc))) {
+        c.fail(Status::BAD_PARAM, "QP type {} is not enabled", qp_type_name(qp.st));
+        return;
+    }
+    // The UMR QP is created without a PD (hw/qp.c create_kernel_qp()).
+    if (qp.st != kQpRegUmr && !dev_.pds.pd_exists(qp.pd)) {
+        c.fail(Status::BAD_PARAM, "QP PD {} does not exist", qp.pd);
+        return;
+    }
+    if (qp.special() && special_qp(qp.st)) {
+        c.fail(Status::RES_BUSY, "{} already exists for port 1", qp_type_name(qp.st));
+        return;
+    }
+    const uint64_t max_log = caps.gen(ifc::cmd_hca_cap::log_max_qp_sz);
+    if (qp.log_sq_size > max_log || qp.log_rq_size > max_log) {
+        c.fail(Status::BAD_PARAM, "log_sq_size {} / log_rq_size {} exceed log_max_qp_sz {}", qp.log_sq_size,
+               qp.log_rq_size, max_log);
+        return;
+    }
+    if (qp.rq_type != kRqRegular && qp.rq_type != kRqSrq && qp.rq_type != kRqZero) {
+        c.fail(Status::BAD_PARAM, "rq_type {} is not supported", qp.rq_type);
+        return;
+    }
+    if (qp.rq_type == kRqRegular && qp.rq_stride > caps.gen(ifc::cmd_hca_cap::max_wqe_sz_rq)) {
+        c.fail(Status::BAD_PARAM, "RQ stride {} exceeds max_wqe_sz_rq", qp.rq_stride);
+        return;
+    }
+    Srq *srq = nullptr;
+    if (qp.rq_type == kRqSrq && qp.st != kQpXrc) {
+        srq = dev_.srqs.find(qp.srqn);
+        if (!srq) {
+            c.fail(Status::BAD_PARAM, "SRQ 0x{:x} does not exist", qp.srqn);
+            return;
+        }
+    }
+    if (qp.st == kQpXrc && !dev_.pds.xrcd_exists(qp.xrcd)) {
+        c.fail(Status::BAD_PARAM, "XRCD {} does not exist", qp.xrcd);
+        return;
+    }
+    Cq *snd = nullptr;
+    Cq *rcv = nullptr;
+    if (!qp.no_sq) {
+        snd = dev_.cqs.find(qp.cqn_snd);
+        if (!snd) {
+            c.fail(Status::BAD_PARAM, "send CQ 0x{:x} does not exist", qp.cqn_snd);
+            return;
+        }
+        if (!dev_.uars.allocated(qp.uar)) {
+            c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", qp.uar);
+            return;
+        }
+    }
+    if (qp.rq_type != kRqZero && qp.cqn_rcv) {
+        rcv = dev_.cqs.find(qp.cqn_rcv);
+        if (!rcv) {
+            c.fail(Status::BAD_PARAM, "receive CQ 0x{:x} does not exist", qp.cqn_rcv);
+            return;
+        }
+    } else if (qp.rq_type == kRqRegular && !qp.cqn_rcv) {
+        c.fail(Status::BAD_PARAM, "a QP with a receive queue needs a receive CQ");
+        return;
+    }
+    if (qp.dbr & 3) {
+        c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not aligned", qp.dbr);
+        return;
+    }
+    const uint64_t rq_bytes = uint64_t{qp.rq_wqes()} * qp.rq_stride;
+    const uint64_t bytes = rq_bytes + uint64_t{qp.sq_wqebbs()} * kWqeBb;
+    qp.sq_offset = rq_bytes;
+    if (bytes) {
+        const uint64_t offset_bytes = uint64_t{qp.page_offset} << (12 + qp.log_page_size) >> 6;
+        const auto pas = c.in_block(ifc::create_qp_in::pas);
+        if (std::string why = qp.buf.init(pas, pas.size() / 8, qp.log_page_size, offset_bytes, bytes); !why.empty()) {
+            c.fail(Status::BAD_PARAM, "QP buffer: {}", why);
+            return;
+        }
+    }
+    if (qps_.size() >= (uint64_t{1} << caps.gen(ifc::cmd_hca_cap::log_max_qp))) {
+        c.fail(Status::NO_RES, "all QPs are in use");
+        return;
+    }
+    auto qpn = ids_.alloc();
+    if (!qpn) {
+        c.fail(Status::NO_RES, "no QP number left");
+        return;
+    }
+    qp.qpn = *qpn;
+    if (snd) {
+        ++snd->refs;
+    }
+    if (rcv) {
+        ++rcv->refs;
+    }
+    if (srq) {
+        ++srq->refs;
+    }
+    c.set(ifc::create_qp_out::qpn, qp.qpn);
+    dev_.trace(kTrObj,
+               "create_qp qpn=0x{:x} type={} pd={} sq={}x64B rq={}x{}B rq_type={} srqn=0x{:x} cqn_snd=0x{:x} "
+               "cqn_rcv=0x{:x} uar={} dbr=0x{:x} pages={} uid={}",
+               qp.qpn, qp_type_name(qp.st), qp.pd, qp.sq_wqebbs(), qp.rq_wqes(), qp.rq_stride, qp.rq_type, qp.srqn,
+               qp.cqn_snd, qp.cqn_rcv, qp.uar, qp.dbr, qp.buf.npages(), qp.uid);
+    qps_.emplace(qp.qpn, std::move(qp));
+}
+
+void QpTable::release(Qp &qp) {
+    if (qp.flush_timer) {
+        dev_.cancel_timer(qp.flush_timer);
+        qp.flush_timer = 0;
+    }
+    if (Cq *cq = qp.no_sq ? nullptr : dev_.cqs.find(qp.cqn_snd); cq && cq->refs) {
+        --cq->refs;
+    }
+    if (Cq *cq = qp.rq_type != kRqZero && qp.cqn_rcv ? dev_.cqs.find(qp.cqn_rcv) : nullptr; cq && cq->refs) {
+        --cq->refs;
+    }
+    if (Srq *s = qp.rq_type == kRqSrq && qp.st != kQpXrc ? dev_.srqs.find(qp.srqn) : nullptr; s && s->refs) {
+        --s->refs;
+    }
+    for (const auto &g : qp.mcgs) {
+        auto it = mcgs_.find(g);
+        if (it != mcgs_.end()) {
+            it->second.erase(qp.qpn);
+            if (it->second.empty()) {
+                mcgs_.erase(it);
+            }
+        }
+    }
+}
+
+void QpTable::cmd_destroy_qp(CmdCtx &c) {
+    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::destroy_qp_in::qpn));
+    Qp *qp = find(qpn);
+    if (!qp) {
+        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        return;
+    }
+    dev_.trace(kTrObj, "destroy_qp qpn=0x{:x} type={} state={} sent={} received={} dropped={}", qpn,
+               qp_type_name(qp->st), qp_state_name(qp->state), qp->sent, qp->received, qp->dropped);
+    release(*qp);
+    qps_.erase(qpn);
+    ids_.release(qpn);
+}
+
+void QpTable::apply_path(AddressPath &p, std::span<const uint8_t> in, ifc::Block ads) {
+    auto f = [&](ifc::Field fld) {
+        const ifc::Field g = ifc::in(ads, fld);
+        return g.end_byte() <= in.size() ? ifc::get(in.data(), g) : 0;
+    };
+    p.pkey_index = static_cast<uint16_t>(f(ifc::ads::pkey_index));
+    p.grh = f(ifc::ads::grh);
+    p.mlid = static_cast<uint8_t>(f(ifc::ads::mlid));
+    p.rlid = static_cast<uint16_t>(f(ifc::ads::rlid));
+    p.ack_timeout = static_cast<uint8_t>(f(ifc::ads::ack_timeout));
+    p.src_addr_index = static_cast<uint8_t>(f(ifc::ads::src_addr_index));
+    p.stat_rate = static_cast<uint8_t>(f(ifc::ads::stat_rate));
+    p.hop_limit = static_cast<uint8_t>(f(ifc::ads::hop_limit));
+    p.tclass = static_cast<uint8_t>(f(ifc::ads::tclass));
+    p.flow_label = static_cast<uint32_t>(f(ifc::ads::flow_label));
+    p.sl = static_cast<uint8_t>(f(ifc::ads::sl));
+    if (const uint8_t port = static_cast<uint8_t>(f(ifc::ads::vhca_port_num))) {
+        p.port = port;
+    }
+    const ifc::Block rgid = ifc::in(ads, ifc::ads::rgid_rip);
+    if (rgid.byte() + 16 <= in.size()) {
+        std::memcpy(p.rgid.data(), in.data() + rgid.byte(), 16);
+    }
+}
+
+void QpTable::cmd_modify_qp(CmdCtx &c) {
+    const Transition *t = nullptr;
+    for (const Transition &x : kTransitions) {
+        if (x.opcode == c.opcode) {
+            t = &x;
+        }
+    }
+    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::qpn));
+    Qp *qp = find(qpn);
+    if (!t || !qp) {
+        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        return;
+    }
+    if (t->from >= 0 && int(qp->state) != t->from) {
+        c.fail(Status::BAD_QP_STATE, "{} on QP 0x{:x} in state {}", t->name, qpn, qp_state_name(qp->state));
+        return;
+    }
+    // Apply to a copy: a refused modify changes nothing.
+    Qp *const target = qp;
+    Qp next = *qp;
+    qp = &next;
+    const bool has_ctx = c.in.size() >= ifc::rst2init_qp_in::size_bytes;
+    const uint32_t opt = has_ctx ? static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::opt_param_mask)) : 0;
+    const ifc::Block ctx = ifc::rst2init_qp_in::qpc;
+    auto f = [&](ifc::Field fld) { return has_ctx ? c.get(ifc::in(ctx, fld)) : 0; };
+    const ifc::Block pri = ifc::in(ctx, qpc::primary_address_path);
+    const ifc::Block alt = ifc::in(ctx, qpc::secondary_address_path);
+    auto path_field = [&](ifc::Field fld) { return has_ctx ? c.get(ifc::in(pri, fld)) : 0; };
+    const bool connected = qp->st == kQpRc || qp->st == kQpUc || qp->st == kQpXrc;
+    const bool reliable = qp->st == kQpRc || qp->st == kQpXrc;
+    std::string applied;
+    auto note = [&applied](const std::string &s) { applied += applied.empty() ? s : " " + s; };
+
+    auto access = [&] {
+        qp->rre = f(qpc::rre);
+        qp->rwe = f(qpc::rwe);
+        qp->rae = f(qpc::rae);
+        qp->atomic_mode = static_cast<uint8_t>(f(qpc::atomic_mode));
+        note(fmt::format("access={}{}{}", qp->rre ? "R" : "-", qp->rwe ? "W" : "-", qp->rae ? "A" : "-"));
+    };
+    auto qkey = [&] {
+        qp->qkey = static_cast<uint32_t>(f(qpc::q_key));
+        note(fmt::format("q_key=0x{:x}", qp->qkey));
+    };
+    auto pkey_index = [&] {
+        qp->path.pkey_index = static_cast<uint16_t>(path_field(ifc::ads::pkey_index));
+        note(fmt::format("pkey_index={}", qp->path.pkey_index));
+    };
+    auto port = [&] {
+        if (const uint8_t p = static_cast<uint8_t>(path_field(ifc::ads::vhca_port_num))) {
+            qp->path.port = p;
+        }
+    };
+    auto primary = [&] {
+        const uint16_t pk = qp->path.pkey_index;
+        apply_path(qp->path, c.in, pri);
+        qp->path.pkey_index = pk;  // only with PKEY_INDEX
+        note(fmt::format("dlid={} sl={} grh={} path_bits={}", qp->path.rlid, qp->path.sl, qp->path.grh,
+                         qp->path.mlid));
+    };
+
+    switch (c.opcode) {
+    case kOpRst2Init:
+        pkey_index();
+        port();
+        if (qp->ud_like()) {
+            qkey();
+        }
+        if (connected) {
+            access();
+        }
+        break;
+    case kOpInit2Init:
+        if (opt & kOptPkeyIndex) pkey_index();
+        if (opt & kOptPriPort) port();
+        if (opt & kOptQkey) qkey();
+        if (opt & (kOptRre | kOptRwe | kOptRae)) access();
+        break;
+    case kOpInit2Rtr:
+        qp->mtu = static_cast<uint8_t>(f(qpc::mtu));
+        qp->log_msg_max = static_cast<uint8_t>(f(qpc::log_msg_max));
+        note(fmt::format("mtu={}", 128u << qp->mtu));
+        if (connected) {
+            qp->remote_qpn = static_cast<uint32_t>(f(qpc::remote_qpn));
+            qp->next_rcv_psn = static_cast<uint32_t>(f(qpc::next_rcv_psn));
+            note(fmt::format("remote_qpn=0x{:x} rq_psn=0x{:x}", qp->remote_qpn, qp->next_rcv_psn));
+            primary();
+        }
+        if (reliable) {
+            qp->log_rra_max = static_cast<uint8_t>(f(qpc::log_rra_max));
+            qp->min_rnr_nak = static_cast<uint8_t>(f(qpc::min_rnr_nak));
+            note(fmt::format("log_rra_max={} min_rnr_nak={}", qp->log_rra_max, qp->min_rnr_nak));
+        }
+        if (opt & kOptPkeyIndex) pkey_index();
+        if (opt & kOptQkey) qkey();
+        if (opt & (kOptRre | kOptRwe | kOptRae)) access();
+        if (opt & kOptAltPath) apply_path(qp->alt_path, c.in, alt);
+        break;
+    case kOpRtr2Rts:
+    case kOpRts2Rts:
+    case kOpSqerr2Rts:
+    case kOpSqd2Rts:
+        if (c.opcode == kOpRtr2Rts) {
+            qp->next_send_psn = static_cast<uint32_t>(f(qpc::next_send_psn));
+            note(fmt::format("sq_psn=0x{:x}", qp->next_send_psn));
+            if (reliable) {
+                qp->retry_count = static_cast<uint8_t>(f(qpc::retry_count));
+                qp->rnr_retry = static_cast<uint8_t>(f(qpc::rnr_retry));
+                qp->path.ack_timeout = static_cast<uint8_t>(path_field(ifc::ads::ack_timeout));
+                qp->log_sra_max = static_cast<uint8_t>(f(qpc::log_sra_max));
+                note(fmt::format("retry={} rnr_retry={} ack_timeout={} log_sra_max={}", qp->retry_count,
+                                 qp->rnr_retry, qp->path.ack_timeout, qp->log_sra_max));
+            }
+        }
+        if (opt & kOptQkey) qkey();
+        if (opt & (kOptRre | kOptRwe | kOptRae)) access();
+        if (opt & kOptRnrTimeout) qp->min_rnr_nak = static_cast<uint8_t>(f(qpc::min_rnr_nak));
+        if (opt & kOptRetryCount) qp->retry_count = static_cast<uint8_t>(f(qpc::retry_count));
+        if (opt & kOptRnrRetry) qp->rnr_retry = static_cast<uint8_t>(f(qpc::rnr_retry));
+        if (opt & kOptAckTimeout) qp->path.ack_timeout = static_cast<uint8_t>(path_field(ifc::ads::ack_timeout));
+        if (opt & kOptPrimaryPath) primary();
+        if (opt & kOptAltPath) apply_path(qp->alt_path, c.in, alt);
+        if (opt & kOptPmState) qp->pm_state = static_cast<uint8_t>(f(qpc::pm_state));
+        if (opt & kOptSraMax) qp->log_sra_max = static_cast<uint8_t>(f(qpc::log_sra_max));
+        if (opt & kOptRraMax) qp->log_rra_max = static_cast<uint8_t>(f(qpc::log_rra_max));
+        break;
+    default:
+        break;
+    }
+    if (c.opcode == kOpRst2Init || c.opcode == kOpInit2Init || c.opcode == kOpInit2Rtr) {
+        if (qp->path.pkey_index >= Port::kPkeyTableSize) {
+            c.fail(Status::BAD_PARAM, "pkey_index {} beyond the P_Key table", qp->path.pkey_index);
+            return;
+        }
+        if (qp->path.port != 1) {
+            c.fail(Status::BAD_PARAM, "port {} does not exist", qp->path.port);
+            return;
+        }
+    }
+    *target = std::move(next);
+    qp = target;
+    const QpState old = qp->state;
+    qp->state = t->to;
+    dev_.trace(kTrQp, "transition qpn=0x{:x} type={} {}: {} -> {} opt=0x{:x} {}", qpn, qp_type_name(qp->st), t->name,
+               qp_state_name(old), qp_state_name(t->to), opt, applied);
+    if (t->to == QpState::Rst) {
+        if (qp->flush_timer) {
+            dev_.cancel_timer(qp->flush_timer);
+            qp->flush_timer = 0;
+        }
+        qp->sq_ci = 0;
+        qp->rq_ci = 0;
+        qp->rq_flushed = 0;
+    } else if (t->to == QpState::Err && old != QpState::Err) {
+        to_error(*qp, "modify to error");
+    } else if (t->to == QpState::Rts && old != QpState::Rts) {
+        process_sq(*qp);
+    }
+}
+
+void QpTable::cmd_query_qp(CmdCtx &c) {
+    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::query_qp_in::qpn));
+    Qp *qp = find(qpn);
+    if (!qp) {
+        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        return;
+    }
+    const ifc::Block ctx = ifc::query_qp_out::qpc;
+    auto s = [&](ifc::Field fld, uint64_t v) { c.set(ifc::in(ctx, fld), v); };
+    s(qpc::state, static_cast<uint8_t>(qp->state));
+    s(qpc::st, qp->st);
+    s(qpc::pm_state, qp->pm_state);
+    s(qpc::pd, qp->pd);
+    s(qpc::mtu, qp->mtu);
+    s(qpc::log_msg_max, qp->log_msg_max);
+    s(qpc::log_rq_size, qp->log_rq_size);
+    s(qpc::log_rq_stride, __builtin_ctz(qp->rq_stride) - 4);
+    s(qpc::no_sq, qp->no_sq);
+    s(qpc::log_sq_size, qp->log_sq_size);
+    s(qpc::rlky, qp->rlky);
+    s(qpc::uar_page, qp->uar);
+    s(qpc::user_index, qp->user_index);
+    s(qpc::log_page_size, qp->log_page_size);
+    s(qpc::remote_qpn, qp->remote_qpn);
+    s(qpc::retry_count, qp->retry_count);
+    s(qpc::rnr_retry, qp->rnr_retry);
+    s(qpc::next_send_psn, qp->next_send_psn);
+    s(qpc::cqn_snd, qp->cqn_snd);
+    s(qpc::log_rra_max, qp->log_rra_max);
+    s(qpc::log_sra_max, qp->log_sra_max);
+    s(qpc::atomic_mode, qp->atomic_mode);
+    s(qpc::rre, qp->rre);
+    s(qpc::rwe, qp->rwe);
+    s(qpc::rae, qp->rae);
+    s(qpc::page_offset, qp->page_offset);
+    s(qpc::min_rnr_nak, qp->min_rnr_nak);
+    s(qpc::next_rcv_psn, qp->next_rcv_psn);
+    s(qpc::xrcd, qp->xrcd);
+    s(qpc::cqn_rcv, qp->cqn_rcv);
+    s(qpc::dbr_addr, qp->dbr);
+    s(qpc::q_key, qp->qkey);
+    s(qpc::rq_type, qp->rq_type);
+    s(qpc::srqn_rmpn_xrqn, qp->srqn);
+    s(qpc::hw_sq_wqebb_counter, qp->sq_ci);
+    s(qpc::hw_rq_counter, qp->rq_ci);
+    const ifc::Block pri = ifc::in(ctx, qpc::primary_address_path);
+    auto p = [&](ifc::Field fld, uint64_t v) { c.set(ifc::in(pri, fld), v); };
+    p(ifc::ads::pkey_index, qp->path.pkey_index);
+    p(ifc::ads::grh, qp->path.grh);
+    p(ifc::ads::mlid, qp->path.mlid);
+    p(ifc::ads::rlid, qp->path.rlid);
+    p(ifc::ads::ack_timeout, qp->path.ack_timeout);
+    p(ifc::ads::src_addr_index, qp->path.src_addr_index);
+    p(ifc::ads::stat_rate, qp->path.stat_rate);
+    p(ifc::ads::hop_limit, qp->path.hop_limit);
+    p(ifc::ads::tclass, qp->path.tclass);
+    p(ifc::ads::flow_label, qp->path.flow_label);
+    p(ifc::ads::sl, qp->path.sl);
+    p(ifc::ads::vhca_port_num, qp->path.port);
+    auto rgid = c.out_block(ifc::in(pri, ifc::ads::rgid_rip));
+    if (rgid.size() >= 16) {
+        std::memcpy(rgid.data(), qp->path.rgid.data(), 16);
+    }
+}
+
+// --- error state --------------------------------------------------------
+
+void QpTable::to_error(Qp &qp, const char *why) {
+    const QpState old = qp.state;
+    qp.state = QpState::Err;
+    if (old != QpState::Err) {
+        dev_.trace(kTrQp, "error qpn=0x{:x} type={} {} -> ERR: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old),
+                   why);
+    }
+    flush_sq(qp);
+    flush_rq(qp);
+    if (qp.rq_type == kRqSrq) {
+        // IBA 11.6.3: the QP's last WQE from the SRQ has been consumed.
+        uint8_t data[28] = {};
+        data[0x14] = 0;  // type: QP
+        store_be32(data + 0x18, qp.qpn);
+        dev_.eqs.post_event(kEventSrqLastWqe, 0, data, sizeof(data));
+    }
+    arm_flush_timer(qp);
+}
+
+void QpTable::arm_flush_timer(Qp &qp) {
+    // There is no RQ doorbell: receive WQEs posted while in error are
+    // noticed by polling the doorbell record (ib_drain_rq(), IPoIB stop).
+    if (qp.rq_type != kRqRegular || qp.flush_timer) {
+        return;
+    }
+    const uint32_t qpn = qp.qpn;
+    qp.flush_timer = dev_.add_timer(2'000'000, [this, qpn] {
+        Qp *q = find(qpn);
+        if (!q) {
+            return;
+        }
+        q->flush_timer = 0;
+        if (q->state == QpState::Err) {
+            flush_rq(*q);
+            arm_flush_timer(*q);
+        }
+    });
+}
+
+void QpTable::flush_sq(Qp &qp) {
+    if (qp.no_sq || qp.state != QpState::Err) {
+        return;
+    }
+    uint8_t db[4];
+    if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
+        return;
+    }
+    const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+    uint32_t guard = qp.sq_wqebbs();
+    while (qp.sq_ci != pi && guard--) {
+        const uint64_t addr = qp.buf.addr(qp.sq_offset + uint64_t{qp.sq_ci & (qp.sq_wqebbs() - 1)} * kWqeBb);
+        CtrlSeg ctrl{};
+        dev_.dma_read(addr, &ctrl, sizeof(ctrl));
+        const uint32_t ds = ctrl.qpn_ds.get() & 0x3f;
+        const uint16_t index = qp.sq_ci;
+        req_err_cqe(qp, index, static_cast<uint8_t>(ctrl.opmod_idx_opcode.get()), kSyndWrFlush);
+        qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb));
+    }
+}
+
+void QpTable::flush_rq(Qp &qp) {
+    if (qp.rq_type != kRqRegular || qp.state != QpState::Err) {
+        return;
+    }
+    uint8_t db[4];
+    if (!dev_.dma_read(qp.dbr, db, 4)) {
+        return;
+    }
+    const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+    uint32_t guard = qp.rq_wqes();
+    while (qp.rq_ci != pi && guard--) {
+        ErrCqe e{};
+        e.syndrome = kSyndWrFlush;
+        e.s_wqe_opcode_qpn.set(qp.qpn);
+        e.wqe_counter.set(qp.rq_ci);
+        e.op_own = kCqeRespErr << 4;
+        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}", qp.cqn_rcv, qp.qpn,
+                   qp.rq_ci, cqe_syndrome_name(kSyndWrFlush));
+        dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
+        ++qp.rq_ci;
+        ++qp.rq_flushed;
+    }
+}
+
+// --- multicast --------------------------------------------------------------
+
+void QpTable::cmd_attach_mcg(CmdCtx &c) {
+    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::attach_to_mcg_in::qpn));
+    Qp *qp = find(qpn);
+    if (!qp) {
+        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        return;
+    }
+    if (qp->st != kQpUd) {
+        c.fail(Status::BAD_PARAM, "only UD QPs join multicast groups (QP 0x{:x} is {})", qpn, qp_type_name(qp->st));
+        return;
+    }
+    iba::Gid g{};
+    std::memcpy(g.data(), c.in_block(ifc::attach_to_mcg_in::multicast_gid).data(), 16);
+    if (g[0] != 0xff) {
+        c.fail(Status::BAD_PARAM, "{} is not a multicast GID", iba::gid_str(g));
+        return;
+    }
+    auto it = mcgs_.find(g);
+    if (it == mcgs_.end() && mcgs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_mcg))) {
+        c.fail(Status::NO_RES, "all multicast groups are in use");
+        return;
+    }
+    if (it != mcgs_.end() && !it->second.count(qpn) &&
+        it->second.size() >= dev_.fw.caps().gen(ifc::cmd_hca_cap::max_qp_mcg)) {
+        c.fail(Status::NO_RES, "group {} has max_qp_mcg QPs", iba::gid_str(g));
+        return;
+    }
+    mcgs_[g].insert(qpn);
+    qp->mcgs.insert(g);
+    dev_.trace(kTrObj, "attach_mcg qpn=0x{:x} mgid={} members={}", qpn, iba::gid_str(g), mcgs_[g].size());
+}
+
+void QpTable::cmd_detach_mcg(CmdCtx &c) {
+    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::detach_from_mcg_in::qpn));
+    Qp *qp = find(qpn);
+    iba::Gid g{};
+    std::memcpy(g.data(), c.in_block(ifc::detach_from_mcg_in::multicast_gid).data(), 16);
+    if (!qp) {
+        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        return;
+    }
+    auto it = mcgs_.find(g);
+    if (it == mcgs_.end() || !it->second.erase(qpn)) {
+        c.fail(Status::BAD_PARAM, "QP 0x{:x} is not attached to {}", qpn, iba::gid_str(g));
+        return;
+    }
+    if (it->second.empty()) {
+        mcgs_.erase(it);
+    }
+    qp->mcgs.erase(g);
+    dev_.trace(kTrObj, "detach_mcg qpn=0x{:x} mgid={}", qpn, iba::gid_str(g));
+}
+
+std::string QpTable::info() const {
+    std::string s = fmt::format("QPs: {}\n", qps_.size());
+    for (const auto &[qpn, qp] : qps_) {
+        fmt::format_to(std::back_inserter(s),
+                       "  qpn=0x{:x}{} {} {} pd={} sq={} sq_ci=0x{:x} rq={} rq_ci=0x{:x} srqn=0x{:x} cqn=0x{:x}/0x{:x} "
+                       "sq_psn=0x{:x} rq_psn=0x{:x} qkey=0x{:x} sent={} received={} dropped={}\n",
+                       qpn, qp.special() ? fmt::format(" (QP{})", qp.ib_qpn()) : "", qp_type_name(qp.st),
+                       qp_state_name(qp.state), qp.pd, qp.sq_wqebbs(), qp.sq_ci, qp.rq_wqes(), qp.rq_ci, qp.srqn,
+                       qp.cqn_snd, qp.cqn_rcv, qp.next_send_psn, qp.next_rcv_psn, qp.qkey, qp.sent, qp.received,
+                       qp.dropped);
+    }
+    for (const auto &[g, members] : mcgs_) {
+        fmt::format_to(std::back_inserter(s), "  mcg {} qps={}\n", iba::gid_str(g), members.size());
+    }
+    return s;
+}
+
+}  // namespace hca

@@ -1,0 +1,192 @@
+// Queue pairs: CREATE/DESTROY/QUERY_QP and every modify transition, applying
+// only the fields a transition requires or its opt_param_mask names; the
+// send queue (doorbell, WQE fetch and execution, requester CQEs), the
+// receive side (RQ/SRQ WQE consumption, responder CQEs), error state and
+// flushing, and multicast attachment.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "iba/packet.h"
+#include "ids.h"
+#include "ifc/field.h"
+#include "pages.h"
+#include "timers.h"
+#include "wqe.h"
+
+namespace hca {
+
+struct CmdCtx;
+class Device;
+struct Srq;
+
+// qpc.st
+enum QpType : uint8_t {
+    kQpRc = 0x0,
+    kQpUc = 0x1,
+    kQpUd = 0x2,
+    kQpXrc = 0x3,
+    kQpQp0 = 0x7,
+    kQpQp1 = 0x8,
+    kQpRegUmr = 0xc,
+};
+const char *qp_type_name(uint8_t st);
+
+// qpc.state (qp.h MLX5_QP_STATE_*)
+enum class QpState : uint8_t { Rst = 0, Init = 1, Rtr = 2, Rts = 3, Sqer = 4, Sqd = 5, Err = 6 };
+const char *qp_state_name(QpState s);
+
+// qpc.rq_type
+enum RqType : uint8_t { kRqRegular = 0, kRqSrq = 1, kRqZero = 3 };
+
+struct AddressPath {
+    uint16_t pkey_index = 0;
+    bool grh = false;
+    uint8_t mlid = 0;  // source path bits
+    uint16_t rlid = 0;
+    uint8_t ack_timeout = 0;
+    uint8_t src_addr_index = 0;
+    uint8_t stat_rate = 0;
+    uint8_t hop_limit = 0;
+    uint8_t tclass = 0;
+    uint32_t flow_label = 0;
+    iba::Gid rgid{};
+    uint8_t sl = 0;
+    uint8_t port = 1;
+};
+
+struct Qp {
+    uint32_t qpn = 0;
+    uint8_t st = kQpUd;
+    QpState state = QpState::Rst;
+    uint32_t pd = 0;
+    uint16_t uid = 0;
+    uint32_t user_index = 0;
+    uint32_t cqn_snd = 0;
+    uint32_t cqn_rcv = 0;
+    uint32_t uar = 0;
+    uint64_t dbr = 0;
+    uint8_t log_page_size = 0;
+    uint32_t page_offset = 0;
+    PageList buf;
+    // Receive queue.
+    uint8_t rq_type = kRqRegular;
+    uint8_t log_rq_size = 0;
+    uint32_t rq_stride = 0;
+    uint32_t srqn = 0;
+    uint32_t xrcd = 0;
+    // Send queue.
+    bool no_sq = false;
+    uint8_t log_sq_size = 0;
+    uint64_t sq_offset = 0;
+    // Attributes (applied by the modify commands).
+    uint32_t qkey = 0;
+    AddressPath path;
+    AddressPath alt_path;
+    uint8_t mtu = 0;
+    uint8_t log_msg_max = 0;
+    uint32_t remote_qpn = 0;
+    uint32_t next_send_psn = 0;
+    uint32_t next_rcv_psn = 0;
+    uint8_t retry_count = 0;
+    uint8_t rnr_retry = 0;
+    uint8_t min_rnr_nak = 0;
+    uint8_t log_sra_max = 0;
+    uint8_t log_rra_max = 0;
+    uint8_t atomic_mode = 0;
+    bool rre = false, rwe = false, rae = false;
+    uint8_t pm_state = 3;
+    bool rlky = false;
+    // Engine state.
+    uint16_t sq_ci = 0;      // WQEBBs consumed
+    uint16_t rq_ci = 0;      // RQ WQEs consumed
+    uint16_t rq_flushed = 0; // RQ WQEs flushed in the error state
+    Timers::Id flush_timer = 0;
+    std::set<iba::Gid> mcgs;
+    uint64_t sent = 0;
+    uint64_t received = 0;
+    uint64_t dropped = 0;
+
+    bool special() const { return st == kQpQp0 || st == kQpQp1; }
+    bool ud_like() const { return st == kQpUd || special(); }
+    uint32_t ib_qpn() const { return st == kQpQp0 ? 0 : st == kQpQp1 ? 1 : qpn; }
+    uint32_t sq_wqebbs() const { return no_sq ? 0 : 1u << log_sq_size; }
+    uint32_t rq_wqes() const { return rq_type == kRqRegular ? 1u << log_rq_size : 0; }
+    bool receives() const { return state == QpState::Rtr || state == QpState::Rts || state == QpState::Sqd || state == QpState::Sqer; }
+};
+
+// A packet as the device handles it between its queues and the wire.
+struct Packet {
+    std::vector<uint8_t> bytes;  // LRH .. VCRC
+    uint64_t id = 0;             // the sender's packet id (link frames, traces, capture)
+};
+
+class QpTable {
+  public:
+    explicit QpTable(Device &dev) : dev_(dev) {}
+    void reset();
+    Qp *find(uint32_t qpn);
+    // The HW QP that receives packets for IB QPN 0 / 1 of the port.
+    Qp *special_qp(uint8_t st);
+    size_t count() const { return qps_.size(); }
+
+    void cmd_create_qp(CmdCtx &c);
+    void cmd_destroy_qp(CmdCtx &c);
+    void cmd_query_qp(CmdCtx &c);
+    void cmd_modify_qp(CmdCtx &c);  // every *2*_QP opcode
+    void cmd_attach_mcg(CmdCtx &c);
+    void cmd_detach_mcg(CmdCtx &c);
+
+    // SQ doorbell / BlueFlame write at UAR +0x800.. (send.cpp).
+    void sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size);
+    // A packet arrived for this port (recv.cpp).
+    void receive(const Packet &pkt, const iba::PacketView &v);
+
+    // Moves a QP to the error state: flush CQEs for every outstanding WQE,
+    // and keep flushing receive WQEs posted while in error.
+    void to_error(Qp &qp, const char *why);
+    std::string info() const;
+
+    // Multicast attachments: MGID -> QPNs.
+    const std::map<iba::Gid, std::set<uint32_t>> &mcgs() const { return mcgs_; }
+
+  private:
+    // send.cpp
+    void process_sq(Qp &qp);
+    bool execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe);
+    bool gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t> &payload, uint8_t &synd);
+    void send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe, uint16_t index);
+    void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
+    void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
+    // recv.cpp
+    void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    bool next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq);
+    // qp.cpp
+    void flush_sq(Qp &qp);
+    void flush_rq(Qp &qp);
+    void arm_flush_timer(Qp &qp);
+    void apply_path(AddressPath &p, std::span<const uint8_t> in, ifc::Block ads);
+    void release(Qp &qp);
+
+    Device &dev_;
+    IdAllocator ids_{0x100, 0xffffff};
+    std::map<uint32_t, Qp> qps_;
+    std::map<iba::Gid, std::set<uint32_t>> mcgs_;
+    std::vector<uint8_t> wqe_buf_;
+    // First half of an SQ doorbell written as two 32-bit stores.
+    struct {
+        uint32_t uar = 0;
+        uint32_t offset = 0;
+        uint32_t value = 0;
+        bool valid = false;
+    } pending_half_;
+    std::vector<uint8_t> payload_buf_;
+};
+
+}  // namespace hca

@@ -1,0 +1,166 @@
+// Data-path layouts (include/linux/mlx5/qp.h, device.h, cq.h): WQE
+// segments, the 64-byte CQE and the error CQE, as packed structures of
+// big-endian fields with their sizes and key offsets asserted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "be.h"
+
+namespace hca {
+
+inline constexpr uint32_t kWqeBb = 64;      // send WQE basic block
+inline constexpr uint32_t kInvalidLkey = 0x100;  // MLX5_INVALID_LKEY: end of a scatter list
+inline constexpr uint32_t kInlineSeg = 0x80000000;
+
+// mlx5_wqe_ctrl_seg
+struct CtrlSeg {
+    be32 opmod_idx_opcode;  // 31:24 opmod, 23:8 WQE index, 7:0 opcode
+    be32 qpn_ds;            // 31:8 QPN, 5:0 DS (16-byte units)
+    uint8_t signature;
+    uint8_t rsvd[2];
+    uint8_t fm_ce_se;       // 7:5 fence, 3:2 CE, 1 SE
+    be32 imm;               // immediate / invalidate rkey / UMR mkey
+};
+static_assert(sizeof(CtrlSeg) == 16);
+
+// Send opcodes (device.h MLX5_OPCODE_*).
+enum WqeOpcode : uint8_t {
+    kWqeNop = 0x00,
+    kWqeSendInval = 0x01,
+    kWqeRdmaWrite = 0x08,
+    kWqeRdmaWriteImm = 0x09,
+    kWqeSend = 0x0a,
+    kWqeSendImm = 0x0b,
+    kWqeLso = 0x0e,
+    kWqeRdmaRead = 0x10,
+    kWqeAtomicCs = 0x11,
+    kWqeAtomicFa = 0x12,
+    kWqeAtomicMaskedCs = 0x14,
+    kWqeAtomicMaskedFa = 0x15,
+    kWqeBindMw = 0x18,
+    kWqeConfigCmd = 0x1f,
+    kWqeUmr = 0x25,
+};
+const char *wqe_opcode_name(uint8_t op);
+
+inline constexpr uint8_t kCeCqUpdate = 2 << 2;  // MLX5_WQE_CTRL_CQ_UPDATE
+inline constexpr uint8_t kCtrlSolicited = 1 << 1;
+
+// mlx5_av, the UD datagram segment.
+struct AvSeg {
+    be32 qkey;
+    be32 reserved;
+    be32 dqp_dct;        // 31 extended AV, 23:0 remote QPN
+    uint8_t stat_rate_sl;  // 7:4 static rate, 3:0 SL
+    uint8_t fl_mlid;       // 7 force loopback, 6:0 source path bits
+    be16 rlid;
+    uint8_t reserved0[4];
+    uint8_t rmac[6];
+    uint8_t tclass;
+    uint8_t hop_limit;
+    be32 grh_gid_fl;     // 30 GRH, 27:20 source GID index, 19:0 flow label
+    uint8_t rgid[16];
+};
+static_assert(sizeof(AvSeg) == 48 && offsetof(AvSeg, rlid) == 0x0e && offsetof(AvSeg, grh_gid_fl) == 0x1c);
+
+struct DataSeg {
+    be32 byte_count;
+    be32 lkey;
+    be64 addr;
+};
+static_assert(sizeof(DataSeg) == 16);
+
+struct RaddrSeg {
+    be64 raddr;
+    be32 rkey;
+    be32 reserved;
+};
+struct AtomicSeg {
+    be64 swap_add;
+    be64 compare;
+};
+struct XrcSeg {
+    be32 xrc_srqn;
+    uint8_t rsvd[12];
+};
+// SRQ WQE header (mlx5_wqe_srq_next_seg).
+struct SrqNextSeg {
+    uint8_t rsvd0[2];
+    be16 next_wqe_index;
+    uint8_t signature;
+    uint8_t rsvd1[11];
+};
+static_assert(sizeof(RaddrSeg) == 16 && sizeof(AtomicSeg) == 16 && sizeof(XrcSeg) == 16 && sizeof(SrqNextSeg) == 16);
+
+// mlx5_cqe64 (the fields the driver reads).
+struct Cqe64 {
+    uint8_t rsvd0[17];
+    uint8_t ml_path;
+    uint8_t rsvd20[4];
+    be16 slid;
+    be32 flags_rqpn;   // 29:28 g (GRH), 27:24 SL, 23:0 source QPN
+    uint8_t hds_ip_ext;
+    uint8_t l4_l3_hdr_type;
+    be16 vlan_info;
+    be32 srqn;
+    be32 imm_inval_pkey;
+    uint8_t rsvd40[4];
+    be32 byte_cnt;
+    be32 timestamp_h;
+    be32 timestamp_l;
+    be32 sop_drop_qpn;  // 31:24 WQE opcode (requester), 23:0 QPN
+    be16 wqe_counter;
+    uint8_t signature;
+    uint8_t op_own;     // 7:4 CQE opcode, 3:2 format, 1 se, 0 owner
+};
+static_assert(sizeof(Cqe64) == 64 && offsetof(Cqe64, slid) == 0x16 && offsetof(Cqe64, srqn) == 0x20 &&
+              offsetof(Cqe64, byte_cnt) == 0x2c && offsetof(Cqe64, sop_drop_qpn) == 0x38);
+
+struct ErrCqe {
+    uint8_t rsvd0[32];
+    be32 srqn;
+    uint8_t rsvd1[18];
+    uint8_t vendor_err_synd;
+    uint8_t syndrome;
+    be32 s_wqe_opcode_qpn;
+    be16 wqe_counter;
+    uint8_t signature;
+    uint8_t op_own;
+};
+static_assert(sizeof(ErrCqe) == 64 && offsetof(ErrCqe, syndrome) == 0x37);
+
+// CQE opcodes (cq.h).
+enum CqeOpcode : uint8_t {
+    kCqeReq = 0,
+    kCqeRespWrImm = 1,
+    kCqeRespSend = 2,
+    kCqeRespSendImm = 3,
+    kCqeRespSendInv = 4,
+    kCqeResizeCq = 5,
+    kCqeSigErr = 12,
+    kCqeReqErr = 13,
+    kCqeRespErr = 14,
+    kCqeInvalid = 15,
+};
+
+// Error CQE syndromes (cq.h MLX5_CQE_SYNDROME_*).
+enum CqeSyndrome : uint8_t {
+    kSyndLocalLength = 0x01,
+    kSyndLocalQpOp = 0x02,
+    kSyndLocalProt = 0x04,
+    kSyndWrFlush = 0x05,
+    kSyndMwBind = 0x06,
+    kSyndBadResp = 0x10,
+    kSyndLocalAccess = 0x11,
+    kSyndRemoteInvalReq = 0x12,
+    kSyndRemoteAccess = 0x13,
+    kSyndRemoteOp = 0x14,
+    kSyndTransportRetryExc = 0x15,
+    kSyndRnrRetryExc = 0x16,
+    kSyndRemoteAborted = 0x22,
+};
+const char *cqe_syndrome_name(uint8_t s);
+
+}  // namespace hca
