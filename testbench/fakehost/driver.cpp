@@ -241,3 +241,316 @@ void Driver::eq_doorbell(const EqHandle &eq, bool arm) {
 }
 
 }  // namespace hcatest
+
+namespace hcatest {
+
+namespace ifc = hca::ifc;
+
+uint32_t Driver::alloc_pd() {
+    auto r = exec(inbox(hca::kOpAllocPd, 0, 16), 16);
+    if (r.status) {
+        throw std::runtime_error("ALLOC_PD failed");
+    }
+    return static_cast<uint32_t>(r.get(ifc::alloc_pd_out::pd));
+}
+
+uint32_t Driver::alloc_xrcd() {
+    auto r = exec(inbox(hca::kOpAllocXrcd, 0, 16), 16);
+    if (r.status) {
+        throw std::runtime_error("ALLOC_XRCD failed");
+    }
+    return static_cast<uint32_t>(r.get(ifc::alloc_xrcd_out::xrcd));
+}
+
+uint32_t Driver::create_pa_mkey(uint32_t pd, uint8_t variant, bool remote) {
+    auto in = inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 0);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lr), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lw), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::rr), remote);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::rw), remote);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::length64), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), variant);
+    auto r = exec(in, 16);
+    if (r.status) {
+        throw std::runtime_error("CREATE_MKEY (PA) failed");
+    }
+    return static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | variant;
+}
+
+MrHandle Driver::create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8_t access, CmdResult *res) {
+    MrHandle mr;
+    mr.iova = iova;
+    mr.len = len;
+    const uint64_t first = iova & ~uint64_t{4095};
+    const uint64_t pages = (iova + len - first + 4095) / 4096;
+    const uint64_t octwords = (pages + 1) / 2;
+    auto in = inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes + octwords * 16);
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lr), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lw), access & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::rr), (access >> 2) & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::rw), (access >> 3) & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::umr_en), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), 0x42);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::start_addr), iova);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::len), len);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::log_page_size), 12);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::translations_octword_size), octwords);
+    ifc::set(in.data(), ifc::create_mkey_in::translations_octword_actual_size, octwords);
+    // Scattered pages, in reverse order, so a wrong translation shows.
+    std::vector<uint64_t> pas(pages);
+    for (uint64_t i = 0; i < pages; ++i) {
+        pas[pages - 1 - i] = b_.host.alloc(4096);
+        b_.host.alloc(4096);
+    }
+    for (uint64_t i = 0; i < pages; ++i) {
+        hca::store_be64(in.data() + ifc::create_mkey_in::size_bytes + i * 8, pas[i]);
+    }
+    mr.addr = pas.empty() ? 0 : pas[0] + (iova & 4095);
+    auto r = exec(in, 16);
+    if (res) {
+        *res = r;
+    }
+    if (!r.status) {
+        mr.key = static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | 0x42;
+    }
+    pages_[0x80000000u | mr.key] = pas;  // remember for tests reading the buffer
+    return mr;
+}
+
+CqHandle Driver::create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res) {
+    CqHandle cq;
+    cq.nent = 1u << log_size;
+    cq.uar = uar;
+    const size_t bytes = size_t{cq.nent} * 64;
+    const size_t npages = (bytes + 4095) / 4096;
+    auto in = inbox(hca::kOpCreateCq, 0, ifc::create_cq_in::size_bytes + npages * 8);
+    const auto ctx = ifc::create_cq_in::cq_context;
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::log_cq_size), log_size);
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::uar_page), uar);
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), eqn);
+    cq.dbr = b_.host.alloc(64, 64);
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::dbr_addr), cq.dbr);
+    for (size_t i = 0; i < npages; ++i) {
+        cq.pages.push_back(b_.host.alloc(4096));
+        b_.host.alloc(4096);
+        hca::store_be64(in.data() + ifc::create_cq_in::size_bytes + i * 8, cq.pages.back());
+        for (unsigned e = 0; e < 64; ++e) {
+            b_.host.mem(cq.pages.back() + e * 64 + 63, 1)[0] = 0xf0;  // invalid opcode, owner 0
+        }
+    }
+    auto r = exec(in, 16);
+    if (res) {
+        *res = r;
+    }
+    cq.cqn = static_cast<uint32_t>(r.get(ifc::create_cq_out::cqn));
+    return cq;
+}
+
+QpHandle Driver::create_qp(uint8_t st, uint32_t pd, uint32_t cqn_snd, uint32_t cqn_rcv, uint32_t uar, unsigned log_sq,
+                           unsigned log_rq, CmdResult *res, uint8_t rq_type, uint32_t srqn) {
+    QpHandle qp;
+    qp.st = st;
+    qp.uar = uar;
+    qp.rq_wqes = rq_type == 0 ? 1u << log_rq : 0;
+    qp.rq_stride = 64;  // 4 scatter entries
+    qp.sq_wqebbs = 1u << log_sq;
+    const size_t bytes = size_t{qp.rq_wqes} * qp.rq_stride + size_t{qp.sq_wqebbs} * 64;
+    const size_t npages = (bytes + 4095) / 4096;
+    auto in = inbox(hca::kOpCreateQp, 0, ifc::create_qp_in::size_bytes + npages * 8);
+    const auto ctx = ifc::create_qp_in::qpc;
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::st), st);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::pm_state), 3);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::pd), pd);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::log_sq_size), log_sq);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::log_rq_size), log_rq);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::log_rq_stride), 2);  // 64 bytes
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::rq_type), rq_type);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::srqn_rmpn_xrqn), srqn);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::cqn_snd), cqn_snd);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::cqn_rcv), cqn_rcv);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::uar_page), uar);
+    qp.dbr = b_.host.alloc(64, 64);
+    ifc::set(in.data(), ifc::in(ctx, ifc::qpc::dbr_addr), qp.dbr);
+    for (size_t i = 0; i < npages; ++i) {
+        qp.pages.push_back(b_.host.alloc(4096));
+        b_.host.alloc(4096);
+        hca::store_be64(in.data() + ifc::create_qp_in::size_bytes + i * 8, qp.pages.back());
+    }
+    auto r = exec(in, 16);
+    if (res) {
+        *res = r;
+    }
+    qp.qpn = static_cast<uint32_t>(r.get(ifc::create_qp_out::qpn));
+    return qp;
+}
+
+CmdResult Driver::modify_qp(uint16_t opcode, uint32_t qpn, const std::function<void(std::vector<uint8_t> &)> &fill,
+                            uint32_t opt) {
+    const bool small = opcode == 0x507 || opcode == 0x50a;
+    auto in = inbox(opcode, 0, small ? 16 : ifc::rst2init_qp_in::size_bytes);
+    ifc::set(in.data(), ifc::rst2init_qp_in::qpn, qpn);
+    if (!small) {
+        ifc::set(in.data(), ifc::rst2init_qp_in::opt_param_mask, opt);
+    }
+    if (fill) {
+        fill(in);
+    }
+    return exec(in, 16);
+}
+
+void Driver::ud_to_rts(const QpHandle &qp, uint32_t qkey) {
+    const auto ctx = ifc::rst2init_qp_in::qpc;
+    const auto pri = ifc::in(ctx, ifc::qpc::primary_address_path);
+    auto r = modify_qp(0x502, qp.qpn, [&](std::vector<uint8_t> &in) {
+        ifc::set(in.data(), ifc::in(ctx, ifc::qpc::q_key), qkey);
+        ifc::set(in.data(), ifc::in(pri, ifc::ads::vhca_port_num), 1);
+        ifc::set(in.data(), ifc::in(pri, ifc::ads::pkey_index), 0);
+    });
+    if (r.status) {
+        throw std::runtime_error("RST2INIT failed");
+    }
+    if (modify_qp(0x503, qp.qpn, [&](std::vector<uint8_t> &in) {
+            ifc::set(in.data(), ifc::in(ctx, ifc::qpc::mtu), 5);
+        }).status) {
+        throw std::runtime_error("INIT2RTR failed");
+    }
+    if (modify_qp(0x504, qp.qpn, [&](std::vector<uint8_t> &in) {
+            ifc::set(in.data(), ifc::in(ctx, ifc::qpc::next_send_psn), 0x100);
+        }).status) {
+        throw std::runtime_error("RTR2RTS failed");
+    }
+}
+
+std::optional<Cqe> Driver::next_cqe(CqHandle &cq) {
+    const uint32_t idx = cq.ci & (cq.nent - 1);
+    const uint64_t addr = cq.pages[idx * 64 / 4096] + (idx * 64) % 4096;
+    Cqe e;
+    b_.host.read(addr, e.data(), 64);
+    const unsigned log = static_cast<unsigned>(__builtin_ctz(cq.nent));
+    // hw/cq.c get_sw_cqe(): valid opcode and owner == lap parity.
+    if ((e[63] >> 4) == 0xf || ((e[63] & 1) ^ ((cq.ci >> log) & 1))) {
+        return std::nullopt;
+    }
+    ++cq.ci;
+    b_.host.write_be32(cq.dbr, cq.ci & 0xffffff);
+    return e;
+}
+
+void Driver::cq_arm(const CqHandle &cq, bool solicited) {
+    uint8_t v[8];
+    hca::store_be32(v, (solicited ? 1u << 24 : 0) | (cq.ci & 0xffffff));
+    hca::store_be32(v + 4, cq.cqn);
+    b_.host.write(cq.dbr + 4, v, 4);
+    bar_write(uint64_t{cq.uar} * 4096 + 0x20, v, 8);
+}
+
+void Driver::post_recv(QpHandle &qp, uint32_t lkey, uint64_t addr, uint32_t len) {
+    const uint64_t wqe = qp.addr(uint64_t{qp.rq_pi & (qp.rq_wqes - 1)} * qp.rq_stride);
+    uint8_t seg[64] = {};
+    hca::store_be32(seg, len);
+    hca::store_be32(seg + 4, lkey);
+    hca::store_be64(seg + 8, addr);
+    hca::store_be32(seg + 16 + 4, hca::kInvalidLkey);  // terminator
+    b_.host.write(wqe, seg, sizeof(seg));
+    ++qp.rq_pi;
+    b_.host.write_be32(qp.dbr, qp.rq_pi);
+}
+
+void Driver::ring_sq(QpHandle &qp, uint32_t wqebb_index, uint32_t ds, uint8_t opcode, bool two_halves) {
+    b_.host.write_be32(qp.dbr + 4, qp.sq_pi);
+    uint8_t db[8];
+    hca::store_be32(db, (wqebb_index & 0xffff) << 8 | opcode);
+    hca::store_be32(db + 4, qp.qpn << 8 | ds);
+    const uint64_t off = uint64_t{qp.uar} * 4096 + 0x800;
+    if (two_halves) {
+        bar_write(off, db, 4);
+        bar_write(off + 4, db + 4, 4);
+    } else {
+        bar_write(off, db, 8);
+    }
+    b_.pump();
+}
+
+void Driver::post_ud_send(QpHandle &qp, uint16_t dlid, uint32_t dqpn, uint32_t qkey, std::vector<Sge> sges,
+                          bool signaled, const std::vector<uint8_t> &inline_data, bool grh,
+                          const std::array<uint8_t, 16> &dgid, bool imm, uint32_t imm_data, bool two_halves) {
+    std::vector<uint8_t> w(16 + 48);
+    const uint16_t index = qp.sq_pi;
+    const uint8_t opcode = imm ? hca::kWqeSendImm : hca::kWqeSend;
+    // datagram segment
+    uint8_t *av = w.data() + 16;
+    hca::store_be32(av, qkey);
+    hca::store_be32(av + 8, 0x80000000u | dqpn);
+    av[0x0c] = 0;  // SL 0
+    hca::store_be16(av + 0x0e, dlid);
+    if (grh) {
+        hca::store_be32(av + 0x1c, 1u << 30);
+        av[0x1b] = 64;
+        std::memcpy(av + 0x20, dgid.data(), 16);
+    }
+    if (!inline_data.empty()) {
+        const size_t at = w.size();
+        w.resize(at + ((4 + inline_data.size() + 15) & ~size_t{15}));
+        hca::store_be32(w.data() + at, 0x80000000u | static_cast<uint32_t>(inline_data.size()));
+        std::memcpy(w.data() + at + 4, inline_data.data(), inline_data.size());
+    }
+    for (const Sge &s : sges) {
+        const size_t at = w.size();
+        w.resize(at + 16);
+        hca::store_be32(w.data() + at, s.len);
+        hca::store_be32(w.data() + at + 4, s.lkey);
+        hca::store_be64(w.data() + at + 8, s.addr);
+    }
+    const uint32_t ds = static_cast<uint32_t>(w.size() / 16);
+    hca::store_be32(w.data(), uint32_t{index} << 8 | opcode);
+    hca::store_be32(w.data() + 4, qp.qpn << 8 | ds);
+    w[11] = signaled ? hca::kCeCqUpdate : 0;
+    hca::store_be32(w.data() + 12, imm_data);
+    const uint32_t bbs = (ds * 16 + 63) / 64;
+    w.resize(bbs * 64);
+    for (uint32_t b = 0; b < bbs; ++b) {
+        b_.host.write(qp.sq_addr(index + b), w.data() + b * 64, 64);
+    }
+    qp.sq_pi = static_cast<uint16_t>(qp.sq_pi + bbs);
+    ring_sq(qp, index, ds, opcode, two_halves);
+}
+
+CmdResult Driver::mad_ifc(const std::array<uint8_t, 256> &mad, std::array<uint8_t, 256> &resp, uint16_t op_mod) {
+    auto in = inbox(hca::kOpMadIfc, op_mod, ifc::mad_ifc_in::size_bytes);
+    ifc::set(in.data(), ifc::mad_ifc_in::port, 1);
+    std::memcpy(in.data() + 16, mad.data(), 256);
+    auto r = exec(in, ifc::mad_ifc_out::size_bytes);
+    std::memcpy(resp.data(), r.out.data() + 16, 256);
+    return r;
+}
+
+void Driver::activate_port(uint16_t lid, uint16_t sm_lid) {
+    for (uint8_t state : {uint8_t{3}, uint8_t{4}}) {
+        std::array<uint8_t, 256> m{}, r{};
+        m[0] = 1;
+        m[1] = 0x01;  // LID-routed SMP
+        m[2] = 1;
+        m[3] = 0x02;  // Set
+        hca::store_be16(m.data() + 16, 0x15);
+        hca::store_be32(m.data() + 20, 1);
+        uint8_t *d = m.data() + 64;
+        hca::store_be64(d + 8, 0xfe80000000000000ull);
+        hca::store_be16(d + 16, lid);
+        hca::store_be16(d + 18, sm_lid);
+        d[32] = state;
+        d[36] = 5 << 4;  // NeighborMTU 4096
+        if (mad_ifc(m, r).status || hca::load_be16(r.data() + 4)) {
+            throw std::runtime_error("SMA refused the PortInfo Set");
+        }
+    }
+}
+
+}  // namespace hcatest

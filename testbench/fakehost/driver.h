@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -35,6 +36,41 @@ struct EqHandle {
 };
 
 using Eqe = std::array<uint8_t, 64>;
+using Cqe = std::array<uint8_t, 64>;
+
+struct CqHandle {
+    uint32_t cqn = 0;
+    std::vector<uint64_t> pages;  // 4 KiB each
+    uint32_t nent = 0;
+    uint64_t dbr = 0;
+    uint32_t uar = 0;
+    uint32_t ci = 0;
+};
+
+struct QpHandle {
+    uint32_t qpn = 0;
+    uint8_t st = 0;
+    std::vector<uint64_t> pages;
+    uint32_t rq_wqes = 0;
+    uint32_t rq_stride = 0;
+    uint32_t sq_wqebbs = 0;
+    uint64_t dbr = 0;
+    uint32_t uar = 0;
+    uint16_t sq_pi = 0;  // WQEBBs posted
+    uint16_t rq_pi = 0;  // receive WQEs posted
+    uint64_t addr(uint64_t off) const { return pages.at(off / 4096) + off % 4096; }
+    uint64_t sq_addr(uint32_t wqebb) const {
+        return addr(uint64_t{rq_wqes} * rq_stride + uint64_t{wqebb & (sq_wqebbs - 1)} * 64);
+    }
+};
+
+// A memory region in guest memory registered with a PA or MTT key.
+struct MrHandle {
+    uint64_t addr = 0;  // guest physical address of the buffer
+    uint64_t iova = 0;  // address the key translates (== addr for PA keys)
+    uint32_t len = 0;
+    uint32_t key = 0;
+};
 
 class Driver {
   public:
@@ -69,6 +105,41 @@ class Driver {
     // Next software-owned EQE, advancing the consumer index.
     std::optional<Eqe> next_eqe(EqHandle &eq);
     void eq_doorbell(const EqHandle &eq, bool arm);
+
+    // Objects of mlx5_ib, the way the kernel builds them.
+    uint32_t alloc_pd();
+    uint32_t alloc_xrcd();
+    // A physical-address key over all memory (mlx5_ib_get_dma_mr()).
+    uint32_t create_pa_mkey(uint32_t pd, uint8_t variant = 0x11, bool remote = false);
+    // An MTT key for a fresh buffer of len bytes starting at iova (4 KiB pages).
+    MrHandle create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8_t access = 0x3, CmdResult *res = nullptr);
+    CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr);
+    // qpc fields beyond the defaults can be set through the callback.
+    QpHandle create_qp(uint8_t st, uint32_t pd, uint32_t cqn_snd, uint32_t cqn_rcv, uint32_t uar, unsigned log_sq,
+                       unsigned log_rq, CmdResult *res = nullptr, uint8_t rq_type = 0, uint32_t srqn = 0);
+    CmdResult modify_qp(uint16_t opcode, uint32_t qpn, const std::function<void(std::vector<uint8_t> &)> &fill = {},
+                        uint32_t opt = 0);
+    // RST -> INIT -> RTR -> RTS for a UD-like QP with Q_Key qkey.
+    void ud_to_rts(const QpHandle &qp, uint32_t qkey);
+    std::optional<Cqe> next_cqe(CqHandle &cq);
+    void cq_arm(const CqHandle &cq, bool solicited = false);
+    // Post one receive WQE with a single scatter entry; rings nothing.
+    void post_recv(QpHandle &qp, uint32_t lkey, uint64_t addr, uint32_t len);
+    // Post a UD SEND of the given data segments (or inline bytes) and ring the doorbell.
+    struct Sge {
+        uint32_t lkey;
+        uint64_t addr;
+        uint32_t len;
+    };
+    void post_ud_send(QpHandle &qp, uint16_t dlid, uint32_t dqpn, uint32_t qkey, std::vector<Sge> sges,
+                      bool signaled = true, const std::vector<uint8_t> &inline_data = {}, bool grh = false,
+                      const std::array<uint8_t, 16> &dgid = {}, bool imm = false, uint32_t imm_data = 0,
+                      bool two_halves = false);
+    void ring_sq(QpHandle &qp, uint32_t wqebb_index, uint32_t ds, uint8_t opcode, bool two_halves = false);
+    // MAD_IFC with a 256-byte MAD; returns the response MAD (status in bytes 4..5).
+    CmdResult mad_ifc(const std::array<uint8_t, 256> &mad, std::array<uint8_t, 256> &resp, uint16_t op_mod = 3);
+    // Sets the port's LID/SM LID and walks it Init -> Armed -> Active through the SMA.
+    void activate_port(uint16_t lid, uint16_t sm_lid = 1);
 
     Bench &bench() { return b_; }
     uint64_t cmdq() const { return cmdq_; }

@@ -86,3 +86,31 @@ check_dmesg_clean() {
         check "$1" true
     fi
 }
+
+# fabric_ctl COMMAND...: runs a command on the fabric's control socket (via
+# the host relay of ./hcasim run) and prints the reply; fails on "error".
+fabric_ctl() {
+    local dir=/hcasim/fabric-requests name
+    name="node${HCASIM_NODE}-$(date +%s%N)"
+    echo "$*" > "$dir/$name.tmp" && mv "$dir/$name.tmp" "$dir/$name.req"
+    for _ in $(seq 200); do
+        if [ -f "$dir/$name.rep" ]; then
+            cat "$dir/$name.rep"
+            ! grep -q '^error' "$dir/$name.rep"
+            return
+        fi
+        sleep 0.1
+    done
+    echo "error: no reply from the fabric relay" >&2
+    return 1
+}
+
+# wait_port_active [SECONDS]: waits until port 1 of mlx5_0 is ACTIVE.
+wait_port_active() {
+    local t=${1:-60}
+    for _ in $(seq $((t * 4))); do
+        grep -q ACTIVE /sys/class/infiniband/mlx5_0/ports/1/state 2>/dev/null && return 0
+        sleep 0.25
+    done
+    return 1
+}

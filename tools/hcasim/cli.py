@@ -16,13 +16,20 @@ def add_vm_options(p, default_timeout=600):
     p.add_argument("--trace-filter", default="all", help="device trace categories (default all)")
     p.add_argument("--timeout", type=float, default=default_timeout, help="seconds before the VMs are killed")
     p.add_argument("--no-build", action="store_true", help="do not check/rebuild before booting")
+    p.add_argument("--no-sm", action="store_true",
+                   help="no built-in subnet manager/SA in the fabric (run opensm in a guest)")
+    p.add_argument("--no-fabric", action="store_true",
+                   help="no InfiniBand fabric: each port's link is up with nothing behind it")
+    p.add_argument("--fabric-arg", action="append", default=[],
+                   help="extra hcasim-fabric option, e.g. --fabric-arg=--drop=1 (repeatable)")
 
 
 def vm_options(a):
     if a.nodes < 1 or a.nodes > 8:
         die("--nodes must be between 1 and 8")
     return vm.VmOptions(nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
-                        timeout=a.timeout)
+                        timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
+                        fabric_args=a.fabric_arg)
 
 
 def cmd_setup(a):

@@ -3,8 +3,10 @@ mlx5-hca device, the management network, the run directory."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +34,10 @@ class VmOptions:
     extra_append: str = ""
     qemu_args: list = field(default_factory=list)
     allow_reboot: bool = False  # guest reboots reset the machine instead of ending QEMU
+    fabric: bool = True         # cable every HCA to a switch port of hcasim-fabric
+    builtin_sm: bool = True     # the fabric's subnet manager and SA (off: run opensm in a guest)
+    capture: bool = True        # write fabric.pcapng in the run directory
+    fabric_args: list = field(default_factory=list)
 
 
 def new_run_dir(name):
@@ -65,9 +71,18 @@ class Cluster:
         ready = self.sock_dir / "fabric.ready"
         log = open(self.run_dir / "fabric.log", "w")
         self.logs.append(log)
-        self.fabric = subprocess.Popen(
-            [self.art["fabric"], "--eth-socket", self.sock_dir / "mgmt.sock", "--ready-file", ready],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cmd = [self.art["fabric"], "--eth-socket", self.sock_dir / "mgmt.sock", "--ready-file", ready]
+        if self.opts.fabric:
+            cmd += ["--ib-ports", str(self.opts.nodes), "--ib-socket-dir", self.sock_dir,
+                    "--control-socket", self.control_socket()]
+            if not self.opts.builtin_sm:
+                cmd.append("--no-sm")
+            if self.opts.capture:
+                cmd += ["--capture", self.run_dir / "fabric.pcapng"]
+            cmd += self.opts.fabric_args
+        (self.run_dir / "fabric-cmdline.txt").write_text(" ".join(str(c) for c in cmd) + "\n")
+        self.fabric = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
         for _ in range(200):
             if ready.exists():
                 return
@@ -75,6 +90,12 @@ class Cluster:
                 raise RuntimeError(f"hcasim-fabric exited; see {self.run_dir / 'fabric.log'}")
             time.sleep(0.025)
         raise RuntimeError("hcasim-fabric did not start")
+
+    def control_socket(self):
+        return self.sock_dir / "fabric.ctl"
+
+    def fabric_port(self, i):
+        return self.sock_dir / f"port{i + 1}.sock"
 
     def qemu_cmd(self, i, mode, console_stdio=False):
         a = self.art
@@ -95,7 +116,8 @@ class Cluster:
             "-device", f"virtio-net-pci,netdev=mgmt,mac=52:54:00:77:00:{i + 1:02x},romfile=",
             "-device", "pcie-root-port,id=rp0,chassis=1,slot=0,x-speed=8,x-width=16",
             "-device", (f"mlx5-hca,id=hca0,bus=rp0,node-guid={node_guid(i)},"
-                        f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"),
+                        f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"
+                        + (f",fabric={self.fabric_port(i)}" if self.opts.fabric else "")),
             "-qmp", f"unix:{self.sock_dir / f'node{i}.qmp'},server=on,wait=off",
         ]
         if not self.opts.allow_reboot:
@@ -154,6 +176,58 @@ class Cluster:
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
+def fabric_command(sock_path, line, timeout=10.0):
+    """Sends one command to the fabric's control socket; returns its reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock_path))
+        s.sendall(line.strip().encode() + b"\n")
+        reply = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+            text = reply.decode(errors="replace")
+            last = text.rstrip("\n").split("\n")[-1]
+            if last == "ok" or last.startswith("error"):
+                break
+        return reply.decode(errors="replace")
+
+
+class ControlRelay(threading.Thread):
+    """Lets guest scripts drive the fabric: a guest writes a command to
+    /hcasim/fabric-requests/<name>.req (the run directory is shared), the
+    relay runs it on the control socket and writes <name>.rep."""
+
+    def __init__(self, run_dir, sock_path):
+        super().__init__(daemon=True)
+        self.dir = run_dir / "fabric-requests"
+        self.dir.mkdir(exist_ok=True)
+        self.sock_path = sock_path
+        self.stopping = threading.Event()
+        self.log = open(run_dir / "fabric-requests.log", "a")
+
+    def run(self):
+        while not self.stopping.wait(0.1):
+            for req in sorted(self.dir.glob("*.req")):
+                line = req.read_text().strip()
+                try:
+                    reply = fabric_command(self.sock_path, line)
+                except OSError as e:
+                    reply = f"error {e}\n"
+                self.log.write(f"{time.strftime('%H:%M:%S')} {line} -> {reply.strip()}\n")
+                self.log.flush()
+                tmp = req.with_suffix(".tmp")
+                tmp.write_text(reply)
+                tmp.rename(req.with_suffix(".rep"))
+                req.unlink()
+
+    def stop(self):
+        self.stopping.set()
+        self.log.close()
+
+
 @dataclass
 class NodeResult:
     node: int
@@ -173,12 +247,18 @@ def run_script(script, opts, name="run", quiet=False):
     if not quiet:
         say(f"booting {opts.nodes} node(s); run directory {run_dir}")
     t0 = time.monotonic()
+    relay = None
     try:
         cluster.start_fabric()
+        if opts.fabric:
+            relay = ControlRelay(run_dir, cluster.control_socket())
+            relay.start()
         for i in range(opts.nodes):
             cluster.start_vm(i, "run")
         timed_out = cluster.wait(opts.timeout)
     finally:
+        if relay:
+            relay.stop()
         cluster.stop()
     results = []
     for i in range(opts.nodes):

@@ -1,0 +1,277 @@
+// The UD / QP0 / QP1 data path through the port's loopback: SQ doorbells,
+// WQE parsing, gathering and scattering through keys, CQEs, CQ arming,
+// multicast, Q_Key/P_Key checks, errors and flushing.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+
+#include "be.h"
+#include "driver.h"
+#include "iba/mad.h"
+
+using namespace hcatest;
+namespace ifc = hca::ifc;
+
+namespace {
+
+struct Setup {
+    Bench b;
+    Driver d{b};
+    uint32_t uar = 0;
+    EqHandle ceq;
+    uint32_t pd = 0;
+    uint32_t lkey = 0;
+    CqHandle scq, rcq;
+    Setup() {
+        d.bring_up();
+        uar = d.alloc_uar();
+        ceq = d.create_eq(7, 3, {0, 0, 0, 0}, uar);  // completion EQ on vector 3
+        pd = d.alloc_pd();
+        lkey = d.create_pa_mkey(pd);
+        scq = d.create_cq(6, ceq.eqn, uar);
+        rcq = d.create_cq(6, ceq.eqn, uar);
+        d.activate_port(5);
+    }
+    QpHandle ud(uint32_t qkey, uint8_t st = hca::kQpUd) {
+        CmdResult r;
+        auto qp = d.create_qp(st, pd, scq.cqn, rcq.cqn, uar, 4, 4, &r);
+        REQUIRE(r.status == 0);
+        d.ud_to_rts(qp, qkey);
+        return qp;
+    }
+    uint64_t buffer(size_t n, uint8_t seed) {
+        const uint64_t a = b.host.alloc(n, 64);
+        for (size_t i = 0; i < n; ++i) {
+            b.host.mem(a + i, 1)[0] = static_cast<uint8_t>(seed + i);
+        }
+        return a;
+    }
+};
+
+uint8_t cqe_opcode(const Cqe &c) { return c[63] >> 4; }
+uint32_t be32(const Cqe &c, size_t off) { return hca::load_be32(c.data() + off); }
+
+}  // namespace
+
+TEST_CASE("UD send to the port's own LID: receive CQE, GRH area, data, requester CQE", "[dp][ud]") {
+    Setup s;
+    auto a = s.ud(0x1111);
+    auto bq = s.ud(0x2222);
+    const uint64_t rbuf = s.b.host.alloc(40 + 256, 64);
+    s.d.post_recv(bq, s.lkey, rbuf, 40 + 256);
+    const uint64_t sbuf = s.buffer(200, 7);
+    s.d.post_ud_send(a, 5, bq.qpn, 0x2222, {{s.lkey, sbuf, 120}, {s.lkey, sbuf + 120, 80}});
+
+    auto sc = s.d.next_cqe(s.scq);
+    REQUIRE(sc);
+    CHECK(cqe_opcode(*sc) == hca::kCqeReq);
+    CHECK((be32(*sc, 0x38) & 0xffffff) == a.qpn);
+    CHECK(be32(*sc, 0x38) >> 24 == hca::kWqeSend);
+    CHECK(hca::load_be16(sc->data() + 0x3c) == 0);
+    auto rc = s.d.next_cqe(s.rcq);
+    REQUIRE(rc);
+    CHECK(cqe_opcode(*rc) == hca::kCqeRespSend);
+    CHECK(be32(*rc, 0x2c) == 40 + 200);                // byte_cnt includes the GRH area
+    CHECK((be32(*rc, 0x18) & 0xffffff) == a.qpn);      // source QP
+    CHECK((be32(*rc, 0x18) >> 28 & 3) == 0);           // no GRH
+    CHECK(hca::load_be16(rc->data() + 0x16) == 5);     // SLID
+    CHECK((be32(*rc, 0x38) & 0xffffff) == bq.qpn);
+    for (size_t i = 0; i < 200; ++i) {
+        REQUIRE(s.b.host.mem(rbuf + 40 + i, 1)[0] == static_cast<uint8_t>(7 + i));
+    }
+    CHECK(!s.d.next_cqe(s.rcq));
+}
+
+TEST_CASE("UD with GRH, SEND_IMM, inline data, doorbell in two halves", "[dp][ud]") {
+    Setup s;
+    auto a = s.ud(0x10);
+    auto bq = s.ud(0x20);
+    const uint64_t rbuf = s.b.host.alloc(512, 64);
+    s.d.post_recv(bq, s.lkey, rbuf, 512);
+    std::vector<uint8_t> inl(37);
+    std::iota(inl.begin(), inl.end(), 100);
+    std::array<uint8_t, 16> dgid{0xfe, 0x80};
+    s.d.post_ud_send(a, 5, bq.qpn, 0x20, {}, true, inl, true, dgid, true, 0xabcd1234, true);
+    auto rc = s.d.next_cqe(s.rcq);
+    REQUIRE(rc);
+    CHECK(cqe_opcode(*rc) == hca::kCqeRespSendImm);
+    CHECK(be32(*rc, 0x24) == 0xabcd1234);
+    CHECK((be32(*rc, 0x18) >> 28 & 3) == 1);  // GRH present
+    CHECK(be32(*rc, 0x2c) == 40 + 37);
+    // The GRH was written into the first 40 bytes: IPVer 6, DGID as sent.
+    CHECK(s.b.host.mem(rbuf, 1)[0] >> 4 == 6);
+    CHECK(s.b.host.mem(rbuf + 24, 1)[0] == 0xfe);
+    for (size_t i = 0; i < inl.size(); ++i) {
+        REQUIRE(s.b.host.mem(rbuf + 40 + i, 1)[0] == inl[i]);
+    }
+}
+
+TEST_CASE("Q_Key mismatch and missing receive WQE drop; a short buffer completes in error", "[dp][ud]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(2);
+    const uint64_t sbuf = s.buffer(300, 1);
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey, sbuf, 64}});  // no receive posted
+    CHECK(!s.d.next_cqe(s.rcq));
+    const uint64_t rbuf = s.b.host.alloc(4096, 64);
+    s.d.post_recv(bq, s.lkey, rbuf, 4096);
+    s.d.post_ud_send(a, 5, bq.qpn, 3, {{s.lkey, sbuf, 64}});  // wrong Q_Key
+    CHECK(!s.d.next_cqe(s.rcq));
+    CHECK(s.b.dev.port1.counters().qkey_violations == 1);
+    s.d.post_ud_send(a, 5, bq.qpn, 0x80000000, {{s.lkey, sbuf, 64}});  // "use my Q_Key" (1) != 2
+    CHECK(!s.d.next_cqe(s.rcq));
+    // The WQE is still there: a correct send lands in it.
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey, sbuf, 64}});
+    REQUIRE(s.d.next_cqe(s.rcq));
+    s.d.post_recv(bq, s.lkey, rbuf, 60);  // too small for 40 + 64
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey, sbuf, 64}});
+    auto e = s.d.next_cqe(s.rcq);
+    REQUIRE(e);
+    CHECK(cqe_opcode(*e) == hca::kCqeRespErr);
+    CHECK((*e)[0x37] == hca::kSyndLocalLength);
+}
+
+TEST_CASE("multicast: every attached QP receives, the sender's own included", "[dp][mcast]") {
+    Setup s;
+    auto a = s.ud(0x0b1b);
+    auto bq = s.ud(0x0b1b);
+    std::array<uint8_t, 16> mgid{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    for (uint32_t qpn : {a.qpn, bq.qpn}) {
+        auto att = Driver::inbox(hca::kOpAttachToMcg, 0, ifc::attach_to_mcg_in::size_bytes);
+        ifc::set(att.data(), ifc::attach_to_mcg_in::qpn, qpn);
+        std::memcpy(att.data() + 16, mgid.data(), 16);
+        REQUIRE(s.d.exec(att, 16).status == 0);
+    }
+    const uint64_t ra = s.b.host.alloc(512, 64), rb = s.b.host.alloc(512, 64);
+    s.d.post_recv(a, s.lkey, ra, 512);
+    s.d.post_recv(bq, s.lkey, rb, 512);
+    const uint64_t sbuf = s.buffer(100, 3);
+    s.d.post_ud_send(a, 0xc000, 0xffffff, 0x0b1b, {{s.lkey, sbuf, 100}}, true, {}, true, mgid);
+    int got = 0;
+    while (auto c = s.d.next_cqe(s.rcq)) {
+        CHECK(cqe_opcode(*c) == hca::kCqeRespSend);
+        CHECK((be32(*c, 0x18) & 0xffffff) == a.qpn);
+        ++got;
+    }
+    CHECK(got == 2);
+    CHECK(s.b.host.mem(rb + 24, 1)[0] == 0xff);  // DGID in the GRH area
+}
+
+TEST_CASE("QP1 receives report the P_Key; QP0 packets use VL15", "[dp][qp1]") {
+    Setup s;
+    auto qp1 = s.ud(0x80010000, hca::kQpQp1);
+    auto qp0 = s.ud(0, hca::kQpQp0);
+    const uint64_t r1 = s.b.host.alloc(512, 64), r0 = s.b.host.alloc(512, 64);
+    s.d.post_recv(qp1, s.lkey, r1, 512);
+    s.d.post_recv(qp0, s.lkey, r0, 512);
+    const uint64_t sbuf = s.buffer(256, 9);
+    s.d.post_ud_send(qp1, 5, 1, 0x80010000, {{s.lkey, sbuf, 256}});
+    s.d.post_ud_send(qp0, 5, 0, 0, {{s.lkey, sbuf, 256}});
+    auto c1 = s.d.next_cqe(s.rcq);
+    auto c0 = s.d.next_cqe(s.rcq);
+    REQUIRE(c1);
+    REQUIRE(c0);
+    CHECK((be32(*c1, 0x38) & 0xffffff) == qp1.qpn);  // the HW QPN of QP1
+    CHECK((be32(*c1, 0x18) & 0xffffff) == 1);        // source QP 1
+    CHECK((be32(*c1, 0x24) & 0xffff) == 0xffff);     // the BTH P_Key
+    CHECK((be32(*c0, 0x38) & 0xffffff) == qp0.qpn);
+    CHECK((be32(*c0, 0x18) & 0xffffff) == 0);
+}
+
+TEST_CASE("a bad lkey: local protection error, QP to error, later WQEs flushed", "[dp][err]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(2);
+    const uint64_t rbuf = s.b.host.alloc(512, 64);
+    s.d.post_recv(a, s.lkey, rbuf, 512);
+    s.d.post_recv(a, s.lkey, rbuf, 512);
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey ^ 0x100, s.buffer(8, 0), 8}}, false);  // unsignaled, still reported
+    auto e = s.d.next_cqe(s.scq);
+    REQUIRE(e);
+    CHECK(cqe_opcode(*e) == hca::kCqeReqErr);
+    CHECK((*e)[0x37] == hca::kSyndLocalProt);
+    CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
+    // Both posted receives flush; a WQE posted later flushes through the doorbell.
+    int flushed = 0;
+    while (auto c = s.d.next_cqe(s.rcq)) {
+        CHECK(cqe_opcode(*c) == hca::kCqeRespErr);
+        CHECK((*c)[0x37] == hca::kSyndWrFlush);
+        ++flushed;
+    }
+    CHECK(flushed == 2);
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey, s.buffer(8, 0), 8}});
+    e = s.d.next_cqe(s.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndWrFlush);
+    // A receive posted while in error is flushed by the record poller (no RQ doorbell).
+    s.d.post_recv(a, s.lkey, rbuf, 512);
+    CHECK(!s.d.next_cqe(s.rcq));
+    s.b.advance(5'000'000);
+    e = s.d.next_cqe(s.rcq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndWrFlush);
+    CHECK(hca::load_be16(e->data() + 0x3c) == 2);
+}
+
+TEST_CASE("CQ arming: one completion EQE per arm, immediate event over pending CQEs", "[dp][cq]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(1);
+    const uint64_t rbuf = s.b.host.alloc(4096, 64);
+    const uint64_t sbuf = s.buffer(16, 0);
+    s.d.cq_arm(s.rcq);
+    s.b.pump();
+    for (int i = 0; i < 3; ++i) {
+        s.d.post_recv(bq, s.lkey, rbuf, 4096);
+        s.d.post_ud_send(a, 5, bq.qpn, 1, {{s.lkey, sbuf, 16}});
+    }
+    int comp = 0;
+    while (auto e = s.d.next_eqe(s.ceq)) {
+        CHECK((*e)[1] == hca::kEventComp);
+        if ((hca::load_be32(e->data() + 0x38) & 0xffffff) == s.rcq.cqn) {
+            ++comp;
+        }
+    }
+    CHECK(comp == 1);  // disarmed after the first
+    REQUIRE(s.d.next_cqe(s.rcq));  // consume one of three
+    s.d.eq_doorbell(s.ceq, true);
+    s.d.cq_arm(s.rcq);  // two CQEs still pending: event at once
+    s.b.pump();
+    auto e = s.d.next_eqe(s.ceq);
+    REQUIRE(e);
+    CHECK((hca::load_be32(e->data() + 0x38) & 0xffffff) == s.rcq.cqn);
+}
+
+TEST_CASE("WQEs wrap the send ring; bogus doorbells do no harm", "[dp][sq]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(1);
+    const uint64_t rbuf = s.b.host.alloc(4096, 64);
+    // 16 WQEBBs; each send with 3 SGEs uses 2 WQEBBs; 20 sends wrap the ring.
+    for (int i = 0; i < 20; ++i) {
+        s.d.post_recv(bq, s.lkey, rbuf, 4096);
+        const uint64_t sb = s.buffer(30, static_cast<uint8_t>(i));
+        s.d.post_ud_send(a, 5, bq.qpn, 1, {{s.lkey, sb, 10}, {s.lkey, sb + 10, 10}, {s.lkey, sb + 20, 10}});
+        auto rc = s.d.next_cqe(s.rcq);
+        REQUIRE(rc);
+        REQUIRE(be32(*rc, 0x2c) == 70);
+        REQUIRE(s.b.host.mem(rbuf + 40 + 29, 1)[0] == static_cast<uint8_t>(i + 29));
+        REQUIRE(s.d.next_cqe(s.scq));
+    }
+    const uint64_t errors = s.b.dev.counters.guest_errors;
+    uint8_t db[8] = {0, 0, 0, 0x0a, 0x12, 0x34, 0x56, 0x01};  // QP 0x123456 does not exist
+    s.d.bar_write(uint64_t{s.uar} * 4096 + 0x800, db, 8);
+    s.d.bar_write(uint64_t{s.uar} * 4096 + 0x810, db, 8);  // BlueFlame area without BlueFlame
+    s.d.bar_write(uint64_t{s.uar + 1} * 4096 + 0x800, db, 8);  // unallocated UAR
+    s.b.pump();
+    CHECK(s.b.dev.counters.guest_errors >= errors + 3);
+    // A doorbell whose producer runs far ahead moves the QP to error.
+    s.b.host.write_be32(a.dbr + 4, a.sq_pi + 1000);
+    uint8_t real[8];
+    hca::store_be32(real, uint32_t{a.sq_pi} << 8 | 0x0a);
+    hca::store_be32(real + 4, a.qpn << 8 | 4);
+    s.d.bar_write(uint64_t{s.uar} * 4096 + 0x800, real, 8);
+    s.b.pump();
+    CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
+}

@@ -1,0 +1,169 @@
+// libFuzzer target for the data path and MAD_IFC: garbage WQEs and
+// doorbells on live QPs, arbitrary MADs through MAD_IFC, and arbitrary
+// frames from the fabric link (packet parser, receive side).
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "be.h"
+#include "driver.h"
+#include "iba/link.h"
+
+using namespace hcatest;
+
+namespace {
+
+struct World {
+    Bench b;
+    Driver d{b};
+    uint32_t uar = 0;
+    uint32_t pd = 0;
+    uint32_t lkey = 0;
+    CqHandle cq;
+    QpHandle ud, qp1;
+};
+
+class Input {
+  public:
+    Input(const uint8_t *d, size_t n) : d_(d), n_(n) {}
+    bool empty() const { return n_ == 0; }
+    uint8_t u8() {
+        if (!n_) {
+            return 0;
+        }
+        --n_;
+        return *d_++;
+    }
+    uint32_t u32() { return uint32_t{u8()} << 24 | uint32_t{u8()} << 16 | uint32_t{u8()} << 8 | u8(); }
+    void bytes(uint8_t *out, size_t len) {
+        for (size_t i = 0; i < len; ++i) {
+            out[i] = u8();
+        }
+    }
+
+  private:
+    const uint8_t *d_;
+    size_t n_;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    hca::DeviceConfig cfg;
+    cfg.fabric = true;
+    static World *w = nullptr;
+    if (!w) {
+        w = new World;
+    }
+    World &x = *w;
+    x.b.host.free_all();
+    x.b.dev.reset();
+    x.b.advance(hca::InitSeg::kInitDelayNs);
+    x.b.dev.port_link(1, true);
+    x.d.bring_up();
+    x.uar = x.d.alloc_uar();
+    auto eq = x.d.create_eq(7, 1, {0, 0, 0, 0}, x.uar);
+    x.pd = x.d.alloc_pd();
+    x.lkey = x.d.create_pa_mkey(x.pd);
+    x.cq = x.d.create_cq(7, eq.eqn, x.uar);
+    x.ud = x.d.create_qp(hca::kQpUd, x.pd, x.cq.cqn, x.cq.cqn, x.uar, 4, 4);
+    x.qp1 = x.d.create_qp(hca::kQpQp1, x.pd, x.cq.cqn, x.cq.cqn, x.uar, 4, 4);
+    x.d.activate_port(3);
+    x.d.ud_to_rts(x.ud, 7);
+    x.d.ud_to_rts(x.qp1, 0x80010000);
+    for (int i = 0; i < 8; ++i) {
+        x.d.post_recv(x.ud, x.lkey, x.b.host.alloc(512, 64), 512);
+        x.d.post_recv(x.qp1, x.lkey, x.b.host.alloc(512, 64), 512);
+    }
+
+    Input in(data, size);
+    for (int steps = 0; !in.empty() && steps < 48; ++steps) {
+        switch (in.u8() % 5) {
+        case 0: {
+            // Garbage WQE (1..4 WQEBBs) on the UD or QP1 send queue, then its doorbell.
+            QpHandle &qp = in.u8() & 1 ? x.ud : x.qp1;
+            const uint32_t bbs = 1 + in.u8() % 4;
+            for (uint32_t b = 0; b < bbs; ++b) {
+                uint8_t bb[64];
+                in.bytes(bb, sizeof(bb));
+                if (b == 0 && (in.u8() & 1)) {
+                    // Keep the header plausible so the segments get parsed.
+                    hca::store_be32(bb, uint32_t{qp.sq_pi} << 8 | (in.u8() & 1 ? 0x0a : 0x0b));
+                    hca::store_be32(bb + 4, qp.qpn << 8 | ((bbs * 4) & 0x3f));
+                }
+                if (b == 1 && (in.u8() & 1)) {
+                    hca::store_be32(bb + 4, x.lkey);  // a real lkey in the first data segment
+                }
+                x.b.host.write(qp.sq_addr(qp.sq_pi + b), bb, 64);
+            }
+            qp.sq_pi = static_cast<uint16_t>(qp.sq_pi + bbs);
+            x.d.ring_sq(qp, qp.sq_pi - bbs, bbs * 4, 0x0a, in.u8() & 1);
+            break;
+        }
+        case 1: {
+            // Any MAD through MAD_IFC.
+            std::array<uint8_t, 256> mad, resp;
+            in.bytes(mad.data(), mad.size());
+            if (in.u8() & 1) {
+                mad[0] = 1;
+                mad[1] = (in.u8() & 1) ? 0x81 : (in.u8() & 1 ? 0x01 : 0x04);
+                mad[2] = 1;
+            }
+            x.d.mad_ifc(mad, resp, in.u8() & 3);
+            break;
+        }
+        case 2: {
+            // A frame from the fabric: arbitrary, or a packet whose headers are
+            // plausible and whose CRCs are right.
+            std::vector<uint8_t> frame(12 + (in.u8() % 200));
+            in.bytes(frame.data(), frame.size());
+            if (in.u8() & 1) {
+                iba::PacketSpec s;
+                s.dlid = in.u8() & 1 ? 3 : 0xc000;
+                s.slid = 9;
+                s.grh = in.u8() & 1;
+                s.dgid[0] = 0xff;
+                s.opcode = static_cast<uint8_t>(iba::kUd | (in.u8() & 1 ? iba::kSendOnly : iba::kSendOnlyImm));
+                s.dqpn = in.u8() & 1 ? x.ud.qpn : 1;
+                s.vl = in.u8() & 1 ? 15 : 0;
+                std::vector<uint8_t> ext(12);
+                in.bytes(ext.data(), ext.size());
+                if (in.u8() & 1) {
+                    hca::store_be32(ext.data(), s.dqpn == 1 ? 0x80010000 : 7);
+                }
+                std::vector<uint8_t> payload(in.u8() % 300);
+                in.bytes(payload.data(), payload.size());
+                auto pkt = iba::build(s, {ext.data(), s.opcode == (iba::kUd | iba::kSendOnly) ? 8u : 12u}, payload);
+                frame.assign(12, 0);
+                frame[0] = iba::link::kPacket;
+                frame.insert(frame.end(), pkt.begin(), pkt.end());
+            }
+            x.b.dev.port_rx(1, frame.data(), frame.size());
+            x.b.pump();
+            break;
+        }
+        case 3: {
+            // Post receives with arbitrary scatter lists.
+            QpHandle &qp = in.u8() & 1 ? x.ud : x.qp1;
+            uint8_t wqe[64];
+            in.bytes(wqe, sizeof(wqe));
+            x.b.host.write(qp.addr(uint64_t{qp.rq_pi & (qp.rq_wqes - 1)} * qp.rq_stride), wqe, 64);
+            ++qp.rq_pi;
+            x.b.host.write_be32(qp.dbr, qp.rq_pi);
+            break;
+        }
+        case 4: {
+            // CQ arm / EQ doorbells with arbitrary values, or a clock jump.
+            uint8_t v[8];
+            in.bytes(v, sizeof(v));
+            x.d.bar_write(uint64_t{x.uar} * 4096 + (in.u8() & 1 ? 0x20 : 0x40), v, in.u8() & 1 ? 8 : 4);
+            x.b.advance(in.u32() % 100'000'000);
+            break;
+        }
+        }
+        // Drain completions like a driver would, so CQs do not overrun immediately.
+        while (x.d.next_cqe(x.cq)) {
+        }
+    }
+    return 0;
+}
