@@ -91,6 +91,17 @@ XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t 
     return XlatError::None;
 }
 
+bool MkeyTable::invalidate(uint32_t key, uint32_t pd) {
+    auto it = mkeys_.find(key >> 8);
+    if (it == mkeys_.end() || it->second.variant != (key & 0xff) || it->second.pd != pd) {
+        dev_.trace(kTrMkey, "invalidate key=0x{:x} refused", key);
+        return false;
+    }
+    it->second.free = true;
+    dev_.trace(kTrMkey, "invalidate key=0x{:x}", key);
+    return true;
+}
+
 void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     const ifc::Block e = ifc::create_mkey_in::memory_key_mkey_entry;
     Mkey m;

@@ -71,6 +71,9 @@ class MkeyTable {
     XlatError translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                         std::vector<DmaChunk> &out) const;
 
+    // Remote or local invalidation: the key becomes free (IBA 10.6.5).
+    bool invalidate(uint32_t key, uint32_t pd);
+
     void cmd_create_mkey(CmdCtx &c);
     void cmd_destroy_mkey(CmdCtx &c);
     void cmd_query_mkey(CmdCtx &c);

@@ -244,6 +244,7 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
 }
 
 void QpTable::release(Qp &qp) {
+    rc_reset(qp);
     if (qp.flush_timer) {
         dev_.cancel_timer(qp.flush_timer);
         qp.flush_timer = 0;
@@ -460,9 +461,17 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
         qp->sq_ci = 0;
         qp->rq_ci = 0;
         qp->rq_flushed = 0;
+        rc_reset(*qp);
+    } else if (t->to == QpState::Rtr && old == QpState::Init) {
+        qp->rc.epsn = qp->next_rcv_psn;
     } else if (t->to == QpState::Err && old != QpState::Err) {
         to_error(*qp, "modify to error");
     } else if (t->to == QpState::Rts && old != QpState::Rts) {
+        if (old == QpState::Rtr) {
+            qp->rc.una = qp->next_send_psn;
+        }
+        qp->rc.retry_left = qp->retry_count;
+        qp->rc.rnr_left = qp->rnr_retry;
         process_sq(*qp);
     }
 }
@@ -503,7 +512,7 @@ void QpTable::cmd_query_qp(CmdCtx &c) {
     s(qpc::rae, qp->rae);
     s(qpc::page_offset, qp->page_offset);
     s(qpc::min_rnr_nak, qp->min_rnr_nak);
-    s(qpc::next_rcv_psn, qp->next_rcv_psn);
+    s(qpc::next_rcv_psn, qp->connected() && qp->receives() ? qp->rc.epsn : qp->next_rcv_psn);
     s(qpc::xrcd, qp->xrcd);
     s(qpc::cqn_rcv, qp->cqn_rcv);
     s(qpc::dbr_addr, qp->dbr);
@@ -573,9 +582,33 @@ void QpTable::arm_flush_timer(Qp &qp) {
     });
 }
 
+void QpTable::rc_reset(Qp &qp) {
+    if (qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);
+    }
+    if (qp.rc.rnr_timer) {
+        dev_.cancel_timer(qp.rc.rnr_timer);
+    }
+    qp.rc = RcState{};
+}
+
 void QpTable::flush_sq(Qp &qp) {
     if (qp.no_sq || qp.state != QpState::Err) {
         return;
+    }
+    // Started but unfinished WQEs of a connected QP flush first, in order.
+    while (!qp.rc.pending.empty()) {
+        RcWqe w = std::move(qp.rc.pending.front());
+        qp.rc.pending.pop_front();
+        req_err_cqe(qp, w.index, w.opcode, kSyndWrFlush);
+    }
+    if (qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);
+        qp.rc.ack_timer = 0;
+    }
+    if (qp.rc.rnr_timer) {
+        dev_.cancel_timer(qp.rc.rnr_timer);
+        qp.rc.rnr_timer = 0;
     }
     uint8_t db[4];
     if (!dev_.dma_read(qp.dbr + 4, db, 4)) {

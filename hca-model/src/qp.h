@@ -17,6 +17,7 @@
 #include "ids.h"
 #include "ifc/field.h"
 #include "pages.h"
+#include "rc.h"
 #include "timers.h"
 #include "wqe.h"
 
@@ -109,11 +110,13 @@ struct Qp {
     uint16_t rq_flushed = 0; // RQ WQEs flushed in the error state
     Timers::Id flush_timer = 0;
     std::set<iba::Gid> mcgs;
+    RcState rc;  // connected transports
     uint64_t sent = 0;
     uint64_t received = 0;
     uint64_t dropped = 0;
 
     bool special() const { return st == kQpQp0 || st == kQpQp1; }
+    bool connected() const { return st == kQpRc || st == kQpUc || st == kQpXrc; }
     bool ud_like() const { return st == kQpUd || special(); }
     uint32_t ib_qpn() const { return st == kQpQp0 ? 0 : st == kQpQp1 ? 1 : qpn; }
     uint32_t sq_wqebbs() const { return no_sq ? 0 : 1u << log_sq_size; }
@@ -164,6 +167,30 @@ class QpTable {
     void send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe, uint16_t index);
     void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
     void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
+    // rc_req.cpp, rc_comp.cpp, rc_resp.cpp: connected transports
+    uint32_t rc_mtu(const Qp &qp);
+    void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
+                     std::span<const uint8_t> payload, uint32_t dqpn);
+    bool rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, RcWqe &w, uint8_t &synd);
+    bool rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, std::vector<uint8_t> &out, uint8_t &synd);
+    bool rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd);
+    void rc_process_sq(Qp &qp, uint16_t pi);
+    void rc_arm_ack_timer(Qp &qp);
+    void rc_retransmit(Qp &qp, uint32_t psn);
+    void rc_fail(Qp &qp, uint8_t synd, const char *why);
+    void rc_complete(Qp &qp);
+    void rc_ack_upto(Qp &qp, uint32_t psn);
+    bool rc_scatter(Qp &qp, uint32_t pd, const std::vector<RcWqe::Sge> &sges, uint32_t offset,
+                    std::span<const uint8_t> data, uint8_t &synd);
+    void rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    void rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    void rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome);
+    void rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why);
+    bool rc_take_recv(Qp &qp, const iba::PacketView &v);
+    void rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm);
+    bool rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh);
+    bool rc_atomic(Qp &qp, const iba::PacketView &v);
+    void rc_reset(Qp &qp);
     // recv.cpp
     void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     bool next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq);

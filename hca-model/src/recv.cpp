@@ -46,9 +46,18 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
         return;
     }
     if (!ud) {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: {} for qpn=0x{:x} ({} QPs do not receive yet)", pkt.id,
-                   iba::opcode_name(v.opcode()), qp->qpn, qp_type_name(qp->st));
-        ++qp->dropped;
+        if (!qp->connected()) {
+            ++qp->dropped;
+            return;
+        }
+        const uint8_t op = v.opcode() & 0x1f;
+        const bool response = op == iba::kAck || op == iba::kAtomicAck ||
+                              (op >= iba::kReadRespFirst && op <= iba::kReadRespOnly);
+        if (response) {
+            rc_requester_rx(*qp, pkt, v);
+        } else {
+            rc_responder_rx(*qp, pkt, v);
+        }
         return;
     }
     if (!qp->ud_like()) {

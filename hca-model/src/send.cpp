@@ -85,6 +85,10 @@ void QpTable::process_sq(Qp &qp) {
         to_error(qp, "SQ producer counter out of range");
         return;
     }
+    if (qp.connected()) {
+        rc_process_sq(qp, pi);
+        return;
+    }
     const uint32_t max_ds = static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_sq)) / 16;
     while (qp.sq_ci != pi && qp.state == QpState::Rts) {
         const uint16_t index = qp.sq_ci;

@@ -136,6 +136,25 @@ class Driver {
                       const std::array<uint8_t, 16> &dgid = {}, bool imm = false, uint32_t imm_data = 0,
                       bool two_halves = false);
     void ring_sq(QpHandle &qp, uint32_t wqebb_index, uint32_t ds, uint8_t opcode, bool two_halves = false);
+    // A send WQE of a connected QP (RC/UC/XRC); rings the doorbell.
+    struct SendWr {
+        uint8_t opcode = hca::kWqeSend;
+        std::vector<Sge> sges;
+        std::vector<uint8_t> inline_data;
+        uint64_t raddr = 0;
+        uint32_t rkey = 0;
+        uint64_t swap_add = 0;
+        uint64_t compare = 0;
+        uint32_t imm = 0;
+        uint32_t xrc_srqn = 0;
+        bool signaled = true;
+        bool solicited = false;
+        uint8_t fence = 0;
+    };
+    void post_send(QpHandle &qp, const SendWr &wr, bool ring = true);
+    // RST -> INIT -> RTR -> RTS for a connected QP talking to remote_qpn at dlid.
+    void connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu = 3, uint8_t retry = 7,
+                    uint8_t rnr_retry = 7, uint8_t timeout = 14, uint8_t min_rnr = 1);
     // MAD_IFC with a 256-byte MAD; returns the response MAD (status in bytes 4..5).
     CmdResult mad_ifc(const std::array<uint8_t, 256> &mad, std::array<uint8_t, 256> &resp, uint16_t op_mod = 3);
     // Sets the port's LID/SM LID and walks it Init -> Armed -> Active through the SMA.

@@ -98,6 +98,55 @@ Bench::Bench(const hca::DeviceConfig &cfg) : dev(host, cfg) {
     advance(hca::InitSeg::kInitDelayNs);
 }
 
+hca::DeviceConfig Bench::fabric_config(uint64_t guid) {
+    hca::DeviceConfig c;
+    c.fabric = true;
+    c.node_guid = guid;
+    return c;
+}
+
+Wire::Wire() : a(Bench::fabric_config(0x0002c90300b00001)), b(Bench::fabric_config(0x0002c90300b00002)) {
+    a.dev.port_link(1, true);
+    b.dev.port_link(1, true);
+}
+
+void Wire::pump(const std::function<bool(bool, uint64_t)> &drop) {
+    for (int round = 0; round < 100000; ++round) {
+        a.pump();
+        b.pump();
+        if (a.host.tx.empty() && b.host.tx.empty()) {
+            return;
+        }
+        auto from_a = std::move(a.host.tx);
+        auto from_b = std::move(b.host.tx);
+        a.host.tx.clear();
+        b.host.tx.clear();
+        for (auto &f : from_a) {
+            if (drop && drop(true, frames++)) {
+                ++dropped;
+                continue;
+            }
+            b.dev.port_rx(1, f.data(), f.size());
+        }
+        for (auto &f : from_b) {
+            if (drop && drop(false, frames++)) {
+                ++dropped;
+                continue;
+            }
+            a.dev.port_rx(1, f.data(), f.size());
+        }
+    }
+}
+
+void Wire::advance(int64_t ns, const std::function<bool(bool, uint64_t)> &drop) {
+    const int64_t step = 100'000;
+    for (int64_t t = 0; t < ns; t += step) {
+        a.advance(std::min(step, ns - t));
+        b.advance(std::min(step, ns - t));
+        pump(drop);
+    }
+}
+
 void Bench::pump() {
     for (int i = 0; i < 1000 && host.scheduled; ++i) {
         host.scheduled = false;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -54,12 +55,28 @@ class FakeHost final : public hca::Host {
 // the way QEMU's main loop would.
 struct Bench {
     explicit Bench(const hca::DeviceConfig &cfg = {});
+    static hca::DeviceConfig fabric_config(uint64_t guid);
     void pump();
     // Advance the clock, firing timers on the way.
     void advance(int64_t ns);
 
     FakeHost host;
     hca::Device dev;
+};
+
+// Two devices cabled back to back (each with fabric=true): frames one sends
+// are handed to the other, unless the filter drops them.
+struct Wire {
+    Wire();
+    // Moves frames until both sides are quiet; drop(from_a, frame_no) may drop.
+    void pump(const std::function<bool(bool, uint64_t)> &drop = {});
+    // Advances both clocks, delivering frames and firing timers on the way.
+    void advance(int64_t ns, const std::function<bool(bool, uint64_t)> &drop = {});
+
+    Bench a;
+    Bench b;
+    uint64_t frames = 0;
+    uint64_t dropped = 0;
 };
 
 }  // namespace hcatest

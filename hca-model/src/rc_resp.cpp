@@ -1,0 +1,417 @@
+// Connected transports, responder side: PSN checking with duplicate and
+// out-of-sequence handling, SEND into receive WQEs (RQ, SRQ, XRC SRQ),
+// RDMA WRITE, RDMA READ responses, atomics with replay, ACK/NAK/RNR NAK
+// generation and responder CQEs (IBA 9.7.5.1, 9.7.5.2).
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+#include "qp.h"
+
+namespace hca {
+
+namespace {
+
+uint8_t transport_of(uint8_t st) { return st == kQpUc ? iba::kUc : st == kQpXrc ? iba::kXrc : iba::kRc; }
+
+bool is_send(uint8_t op) {
+    return op <= iba::kSendOnlyImm || op == iba::kSendLastInv || op == iba::kSendOnlyInv;
+}
+bool is_write(uint8_t op) { return op >= iba::kWriteFirst && op <= iba::kWriteOnlyImm; }
+bool is_first(uint8_t op) {
+    return op == iba::kSendFirst || op == iba::kSendOnly || op == iba::kSendOnlyImm || op == iba::kSendOnlyInv ||
+           op == iba::kWriteFirst || op == iba::kWriteOnly || op == iba::kWriteOnlyImm;
+}
+bool is_last(uint8_t op) {
+    return op == iba::kSendLast || op == iba::kSendLastImm || op == iba::kSendOnly || op == iba::kSendOnlyImm ||
+           op == iba::kSendLastInv || op == iba::kSendOnlyInv || op == iba::kWriteLast || op == iba::kWriteLastImm ||
+           op == iba::kWriteOnly || op == iba::kWriteOnlyImm;
+}
+
+}  // namespace
+
+void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
+    uint8_t aeth[4];
+    store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
+    const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
+    dev_.trace(kTrPkt, "{} qpn=0x{:x} psn=0x{:x} syndrome=0x{:02x} msn=0x{:x}",
+               (syndrome & 0xe0) == kAethAck ? "ack_out" : ((syndrome & 0xe0) == kAethRnrNak ? "rnr_nak_out" : "nak_out"),
+               qp.qpn, psn, syndrome, qp.rc.msn);
+    rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
+}
+
+// Responder-side fatal error: NAK the requester, complete the receive WQE in
+// error if one was in use, and move to the error state (IBA 9.9.3).
+void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why) {
+    if (qp.st != kQpUc) {
+        rc_ack(qp, psn, kAethNak | nak);
+    }
+    if (qp.rc.recv.active && cqe_synd) {
+        ErrCqe e{};
+        e.syndrome = cqe_synd;
+        e.s_wqe_opcode_qpn.set(qp.qpn);
+        e.wqe_counter.set(qp.rc.recv.index);
+        e.srqn.set(qp.rc.recv.srq ? qp.rc.recv.srqn : 0);
+        e.op_own = kCqeRespErr << 4;
+        dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
+    }
+    qp.rc.recv.active = false;
+    qp.rc.write.active = false;
+    to_error(qp, why);
+}
+
+// Takes the receive WQE for a new SEND (or WRITE with immediate).
+bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
+    auto &r = qp.rc.recv;
+    r = {};
+    uint64_t addr;
+    uint32_t stride;
+    uint16_t index;
+    Srq *srq = nullptr;
+    if (qp.st == kQpXrc) {
+        // XRC target: the packet names the XRC SRQ (IBA 9.2.2.1 XRCETH).
+        const uint32_t srqn = v.xrceth ? v.xrceth->srqn.get() & 0xffffff : 0;
+        srq = dev_.srqs.find(srqn);
+        if (!srq || srq->kind != Srq::Kind::XrcSrq || srq->xrcd != qp.xrcd) {
+            return false;
+        }
+        auto i = dev_.srqs.take(*srq);
+        if (!i) {
+            return false;
+        }
+        index = *i;
+        addr = dev_.srqs.wqe_addr(*srq, index, sizeof(SrqNextSeg));
+        stride = srq->stride - static_cast<uint32_t>(sizeof(SrqNextSeg));
+    } else if (!next_recv_wqe(qp, addr, stride, index, srq)) {
+        return false;
+    }
+    std::vector<DataSeg> segs(stride / sizeof(DataSeg));
+    if (!segs.empty() && !dev_.dma_read(addr, segs.data(), segs.size() * sizeof(DataSeg))) {
+        return false;
+    }
+    for (const DataSeg &d : segs) {
+        if (d.lkey.get() == kInvalidLkey) {
+            break;
+        }
+        if (d.byte_count.get()) {
+            r.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
+        }
+    }
+    r.active = true;
+    r.index = index;
+    r.srq = srq != nullptr;
+    r.srqn = srq ? srq->srqn : 0;
+    r.pd = srq ? srq->pd : qp.pd;
+    r.cqn = srq && srq->kind == Srq::Kind::XrcSrq ? srq->cqn : qp.cqn_rcv;
+    return true;
+}
+
+void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm) {
+    auto &r = qp.rc.recv;
+    Cqe64 cqe{};
+    cqe.slid.set(v.slid());
+    cqe.flags_rqpn.set((v.grh ? 1u : 0u) << 28 | uint32_t{v.sl()} << 24 | (qp.remote_qpn & 0xffffff));
+    cqe.srqn.set(r.srq ? r.srqn : 0);
+    cqe.imm_inval_pkey.set(imm);
+    cqe.byte_cnt.set(byte_cnt);
+    cqe.sop_drop_qpn.set(qp.qpn);
+    cqe.wqe_counter.set(r.index);
+    cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
+    ++qp.received;
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}", r.cqn, qp.qpn,
+               opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
+               : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
+               r.index, byte_cnt);
+    dev_.cqs.post(r.cqn, cqe, v.se());
+    r.active = false;
+}
+
+void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    const bool uc = qp.st == kQpUc;
+    if (!qp.receives()) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        return;
+    }
+    if ((v.opcode() & 0xe0) != transport_of(qp.st)) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
+                   qp_type_name(qp.st));
+        return;
+    }
+    if (!dev_.port(qp.path.port).pkey_ok(v.pkey())) {
+        ++dev_.port(qp.path.port).counters().pkey_violations;
+        return;
+    }
+    const int32_t diff = psn_diff(psn, qp.rc.epsn);
+    if (diff < 0) {
+        if (uc) {
+            return;
+        }
+        // IBA 9.7.5.1.1: a duplicate. Re-acknowledge; replay reads and atomics.
+        dev_.trace(kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
+                   iba::opcode_name(v.opcode()));
+        if (op == iba::kReadRequest) {
+            rc_read_response(qp, v, false);
+        } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+            auto it = qp.rc.atomic_replay.find(psn);
+            if (it != qp.rc.atomic_replay.end()) {
+                uint8_t ext[12];
+                store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+                store_be64(ext + 4, it->second);
+                rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+            }
+        } else if (v.ack_req()) {
+            rc_ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
+        }
+        return;
+    }
+    if (diff > 0) {
+        if (uc) {
+            // UC: a lost packet aborts the message in progress.
+            qp.rc.recv.active = false;
+            qp.rc.write.active = false;
+            if (!is_first(op)) {
+                return;
+            }
+            qp.rc.epsn = psn;
+        } else {
+            // IBA 9.7.5.1.3: out of sequence; one NAK until the gap is filled.
+            if (!qp.rc.nak_sent) {
+                qp.rc.nak_sent = true;
+                rc_ack(qp, qp.rc.epsn, kAethNak | kNakPsnSeq);
+            }
+            return;
+        }
+    }
+    qp.rc.nak_sent = false;
+    // Opcode sequence (IBA 9.8.3): a middle or last packet needs a message in progress.
+    const bool in_send = qp.rc.recv.active && !qp.rc.write.active;
+    if ((is_send(op) && !is_first(op) && !in_send) || (is_write(op) && !is_first(op) && !qp.rc.write.active) ||
+        (is_first(op) && (in_send || qp.rc.write.active))) {
+        if (uc) {
+            qp.rc.recv.active = false;
+            qp.rc.write.active = false;
+            return;
+        }
+        rc_resp_error(qp, psn, kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
+        return;
+    }
+    uint8_t synd = 0;
+    if (is_send(op)) {
+        if (is_first(op) && !rc_take_recv(qp, v)) {
+            if (uc) {
+                return;  // UC: the message is dropped
+            }
+            // No receive WQE: RNR NAK, the requester retries (IBA 9.7.5.2.8).
+            rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+            return;
+        }
+        auto &r = qp.rc.recv;
+        uint32_t cap = 0;
+        for (const auto &s : r.sges) {
+            cap += s.len;
+        }
+        if (r.offset + v.payload.size() > cap) {
+            dev_.guest_error("qpn=0x{:x} SEND of more than the {}-byte receive WQE 0x{:x}", qp.qpn, cap, r.index);
+            rc_resp_error(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
+            return;
+        }
+        if (!rc_scatter(qp, r.pd, r.sges, r.offset, v.payload, synd)) {
+            rc_resp_error(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
+            return;
+        }
+        r.offset += static_cast<uint32_t>(v.payload.size());
+        if (is_last(op)) {
+            uint8_t cqe_op = kCqeRespSend;
+            uint32_t imm = 0;
+            if (op == iba::kSendLastImm || op == iba::kSendOnlyImm) {
+                cqe_op = kCqeRespSendImm;
+                imm = v.imm->get();
+            } else if (op == iba::kSendLastInv || op == iba::kSendOnlyInv) {
+                cqe_op = kCqeRespSendInv;
+                imm = v.imm->get();
+                dev_.mkeys.invalidate(imm, r.pd);
+            }
+            qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+            rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
+        }
+    } else if (is_write(op)) {
+        auto &w = qp.rc.write;
+        if (is_first(op)) {
+            w = {};
+            w.va = v.reth->va.get();
+            w.rkey = v.reth->rkey.get();
+            w.len = v.reth->dma_len.get();
+            std::vector<DmaChunk> chunks;
+            const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, qp.pd, w.va, w.len, kAccRemoteWrite, chunks)
+                                       : XlatError::Access;
+            if (e != XlatError::None) {
+                dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
+                           qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
+                if (uc) {
+                    return;
+                }
+                rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
+                return;
+            }
+            w.active = true;
+        }
+        if (w.offset + v.payload.size() > w.len) {
+            if (!uc) {
+                rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
+            }
+            w.active = false;
+            return;
+        }
+        std::vector<DmaChunk> chunks;
+        dev_.mkeys.translate(w.rkey, qp.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks);
+        size_t pos = 0;
+        for (const DmaChunk &c : chunks) {
+            dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
+            pos += c.len;
+        }
+        w.offset += static_cast<uint32_t>(v.payload.size());
+        if (is_last(op)) {
+            w.active = false;
+            qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+            if (op == iba::kWriteLastImm || op == iba::kWriteOnlyImm) {
+                // The immediate consumes a receive WQE.
+                if (!rc_take_recv(qp, v)) {
+                    if (uc) {
+                        return;
+                    }
+                    qp.rc.msn = (qp.rc.msn - 1) & 0xffffff;
+                    w.active = true;
+                    w.offset -= static_cast<uint32_t>(v.payload.size());
+                    rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+                    return;
+                }
+                rc_resp_cqe(qp, v, kCqeRespWrImm, w.len, v.imm->get());
+            }
+        }
+    } else if (op == iba::kReadRequest) {
+        if (!rc_read_response(qp, v, true)) {
+            return;
+        }
+    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+        if (!rc_atomic(qp, v)) {
+            return;
+        }
+    } else {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
+        return;
+    }
+    if (op != iba::kReadRequest) {
+        qp.rc.epsn = (psn + 1) & 0xffffff;
+    }
+    if (!uc && v.ack_req() && op != iba::kReadRequest && op != iba::kCompareSwap && op != iba::kFetchAdd) {
+        rc_ack(qp, psn, kAethAck | kAckCreditInvalid);
+    }
+}
+
+// RDMA READ: validate, then answer with response packets carrying the data
+// (fresh requests advance the expected PSN; duplicates are replayed).
+bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
+    const uint32_t psn = v.psn();
+    const uint64_t va = v.reth->va.get();
+    const uint32_t rkey = v.reth->rkey.get();
+    const uint32_t len = v.reth->dma_len.get();
+    std::vector<DmaChunk> chunks;
+    const XlatError e = qp.rre ? dev_.mkeys.translate(rkey, qp.pd, va, len, kAccRemoteRead, chunks) : XlatError::Access;
+    if (e != XlatError::None) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
+                   qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
+        rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
+        return false;
+    }
+    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t npkts = std::max<uint32_t>(1, (len + mtu - 1) / mtu);
+    if (fresh) {
+        qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+        qp.rc.epsn = (psn + npkts) & 0xffffff;
+    }
+    const uint8_t t = transport_of(qp.st) == iba::kXrc ? iba::kXrc : iba::kRc;
+    std::vector<uint8_t> data;
+    size_t chunk = 0;
+    uint32_t chunk_off = 0;
+    for (uint32_t k = 0; k < npkts; ++k) {
+        const uint32_t n = std::min(mtu, len - k * mtu);
+        data.resize(n);
+        // Copy n bytes from the translated chunks.
+        uint32_t got = 0;
+        while (got < n && chunk < chunks.size()) {
+            const uint32_t m = std::min(n - got, chunks[chunk].len - chunk_off);
+            if (!dev_.dma_read(chunks[chunk].addr + chunk_off, data.data() + got, m)) {
+                rc_resp_error(qp, psn, kNakRemoteOp, 0, "read source not guest memory");
+                return false;
+            }
+            got += m;
+            chunk_off += m;
+            if (chunk_off == chunks[chunk].len) {
+                ++chunk;
+                chunk_off = 0;
+            }
+        }
+        const bool first = k == 0;
+        const bool last = k + 1 == npkts;
+        const uint8_t op = first && last ? iba::kReadRespOnly
+                           : first       ? iba::kReadRespFirst
+                           : last        ? iba::kReadRespLast
+                                         : iba::kReadRespMiddle;
+        uint8_t aeth[4];
+        store_be32(aeth, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+        const bool with_aeth = op != iba::kReadRespMiddle;
+        rc_transmit(qp, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, data, qp.remote_qpn);
+    }
+    return true;
+}
+
+// Atomics on 8 naturally aligned bytes, in the responder's (host) byte
+// order (atomic_req_8B_endianness_mode = host), with the result kept for
+// duplicate requests.
+bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
+    const uint64_t va = v.atomic->va.get();
+    const uint32_t rkey = v.atomic->rkey.get();
+    std::vector<DmaChunk> chunks;
+    XlatError e = XlatError::Access;
+    if (qp.rae && (va & 7) == 0) {
+        e = dev_.mkeys.translate(rkey, qp.pd, va, 8, kAccRemoteAtomic, chunks);
+    }
+    if (e != XlatError::None || chunks.size() != 1) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,
+                   !qp.rae ? "atomics not enabled on the QP" : (va & 7) ? "not 8-byte aligned" : xlat_error_name(e));
+        rc_resp_error(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0,
+                      "atomic access violation");
+        return false;
+    }
+    uint64_t orig = 0;
+    if (!dev_.dma_read(chunks[0].addr, &orig, 8)) {
+        rc_resp_error(qp, psn, kNakRemoteOp, 0, "atomic target not guest memory");
+        return false;
+    }
+    uint64_t value = orig;
+    if ((v.opcode() & 0x1f) == iba::kCompareSwap) {
+        if (orig == v.atomic->compare.get()) {
+            value = v.atomic->swap_add.get();
+        }
+    } else {
+        value = orig + v.atomic->swap_add.get();
+    }
+    dev_.dma_write(chunks[0].addr, &value, 8);
+    qp.rc.atomic_replay[psn] = orig;
+    while (qp.rc.atomic_replay.size() > 16) {
+        qp.rc.atomic_replay.erase(qp.rc.atomic_replay.begin());
+    }
+    qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+    uint8_t ext[12];
+    store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+    store_be64(ext + 4, orig);
+    rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+    return true;
+}
+
+}  // namespace hca

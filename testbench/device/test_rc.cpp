@@ -1,0 +1,257 @@
+// Connected transports between two devices cabled back to back: RC SEND,
+// RDMA WRITE (with immediate), RDMA READ, atomics, RNR NAK and retry, loss
+// and go-back-N retransmission, retry exhaustion, remote access errors, UC.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+
+#include "be.h"
+#include "driver.h"
+
+using namespace hcatest;
+
+namespace {
+
+struct Node {
+    Driver d;
+    uint32_t uar = 0;
+    EqHandle ceq;
+    uint32_t pd = 0;
+    CqHandle scq, rcq;
+    MrHandle mr;  // 64 KiB, local write + remote read/write/atomic
+    Node(Bench &b, uint16_t lid) : d(b) {
+        d.bring_up();
+        uar = d.alloc_uar();
+        ceq = d.create_eq(8, 2, {0, 0, 0, 0}, uar);
+        pd = d.alloc_pd();
+        scq = d.create_cq(8, ceq.eqn, uar);
+        rcq = d.create_cq(8, ceq.eqn, uar);
+        mr = d.create_mtt_mkey(pd, 0x7f0000000000 + lid * 0x100000, 65536, 0x1f);
+        d.activate_port(lid);
+    }
+    uint8_t *mem(uint64_t iova, size_t n) {
+        // The MR's pages are scattered: find the page for iova.
+        const uint64_t off = iova - mr.iova;
+        const auto *m = d.bench().dev.mkeys.find(mr.key);
+        return d.bench().host.mem(m->mtt[off / 4096] + off % 4096, n);
+    }
+    void fill(uint64_t iova, size_t n, uint8_t seed) {
+        for (size_t i = 0; i < n; ++i) {
+            mem(iova + i, 1)[0] = static_cast<uint8_t>(seed + i * 7);
+        }
+    }
+    bool same(uint64_t iova, size_t n, uint8_t seed) {
+        for (size_t i = 0; i < n; ++i) {
+            if (mem(iova + i, 1)[0] != static_cast<uint8_t>(seed + i * 7)) {
+                return false;
+            }
+        }
+        return true;
+    }
+};
+
+struct Pair {
+    Wire w;
+    Node a{w.a, 1};
+    Node b{w.b, 2};
+    QpHandle qa, qb;
+    explicit Pair(uint8_t st = hca::kQpRc, uint8_t retry = 7, uint8_t rnr_retry = 7) {
+        CmdResult r;
+        qa = a.d.create_qp(st, a.pd, a.scq.cqn, a.rcq.cqn, a.uar, 6, 6, &r);
+        REQUIRE(r.status == 0);
+        qb = b.d.create_qp(st, b.pd, b.scq.cqn, b.rcq.cqn, b.uar, 6, 6, &r);
+        REQUIRE(r.status == 0);
+        a.d.connect_qp(qa, qb.qpn, 2, 3, retry, rnr_retry);
+        b.d.connect_qp(qb, qa.qpn, 1, 3, retry, rnr_retry);
+    }
+};
+
+uint8_t op(const Cqe &c) { return c[63] >> 4; }
+uint32_t be32(const Cqe &c, size_t off) { return hca::load_be32(c.data() + off); }
+
+}  // namespace
+
+TEST_CASE("RC SEND of several MTUs: in-order delivery, both completions", "[rc]") {
+    Pair p;
+    const uint64_t src = p.a.mr.iova, dst = p.b.mr.iova + 4096;
+    p.a.fill(src, 5000, 3);
+    p.b.d.post_recv(p.qb, p.b.mr.key, dst, 8192);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, src, 5000}}});
+    p.w.pump();
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(op(*rc) == hca::kCqeRespSend);
+    CHECK(be32(*rc, 0x2c) == 5000);
+    CHECK((be32(*rc, 0x18) & 0xffffff) == p.qa.qpn);
+    CHECK(p.b.same(dst, 5000, 3));
+    auto sc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(sc);
+    CHECK(op(*sc) == hca::kCqeReq);
+    CHECK(be32(*sc, 0x38) >> 24 == hca::kWqeSend);
+    CHECK(p.w.a.dev.qps.find(p.qa.qpn)->rc.pending.empty());
+}
+
+TEST_CASE("RC RDMA WRITE and WRITE with immediate", "[rc]") {
+    Pair p;
+    p.a.fill(p.a.mr.iova, 3000, 11);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, p.a.mr.iova, 3000}},
+                           .raddr = p.b.mr.iova + 100, .rkey = p.b.mr.key});
+    p.w.pump();
+    CHECK(p.b.same(p.b.mr.iova + 100, 3000, 11));
+    REQUIRE(p.a.d.next_cqe(p.a.scq));
+    CHECK(!p.b.d.next_cqe(p.b.rcq));  // no receive completion for a plain write
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + 50000, 64);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaWriteImm, .sges = {{p.a.mr.key, p.a.mr.iova, 8}},
+                           .raddr = p.b.mr.iova, .rkey = p.b.mr.key, .imm = 0x12345678});
+    p.w.pump();
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(op(*rc) == hca::kCqeRespWrImm);
+    CHECK(be32(*rc, 0x24) == 0x12345678);
+}
+
+TEST_CASE("RC RDMA READ and atomics", "[rc]") {
+    Pair p;
+    p.b.fill(p.b.mr.iova + 8192, 4100, 77);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaRead, .sges = {{p.a.mr.key, p.a.mr.iova + 1, 4100}},
+                           .raddr = p.b.mr.iova + 8192, .rkey = p.b.mr.key});
+    p.w.pump();
+    auto sc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(sc);
+    CHECK(op(*sc) == hca::kCqeReq);
+    CHECK(be32(*sc, 0x38) >> 24 == hca::kWqeRdmaRead);
+    CHECK(be32(*sc, 0x2c) == 4100);
+    CHECK(p.a.same(p.a.mr.iova + 1, 4100, 77));
+
+    // Fetch-and-add then compare-and-swap on a 64-bit counter (host byte order).
+    uint64_t v = 40;
+    std::memcpy(p.b.mem(p.b.mr.iova + 64, 8), &v, 8);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeAtomicFa, .sges = {{p.a.mr.key, p.a.mr.iova + 256, 8}},
+                           .raddr = p.b.mr.iova + 64, .rkey = p.b.mr.key, .swap_add = 2});
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeAtomicCs, .sges = {{p.a.mr.key, p.a.mr.iova + 264, 8}},
+                           .raddr = p.b.mr.iova + 64, .rkey = p.b.mr.key, .swap_add = 1000, .compare = 42});
+    p.w.pump();
+    REQUIRE(p.a.d.next_cqe(p.a.scq));
+    REQUIRE(p.a.d.next_cqe(p.a.scq));
+    uint64_t r1, r2, now;
+    std::memcpy(&r1, p.a.mem(p.a.mr.iova + 256, 8), 8);
+    std::memcpy(&r2, p.a.mem(p.a.mr.iova + 264, 8), 8);
+    std::memcpy(&now, p.b.mem(p.b.mr.iova + 64, 8), 8);
+    CHECK(r1 == 40);
+    CHECK(r2 == 42);
+    CHECK(now == 1000);
+}
+
+TEST_CASE("RC RNR NAK: the sender retries until a receive is posted", "[rc]") {
+    Pair p;
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {1, 2, 3, 4}});
+    p.w.pump();
+    CHECK(!p.a.d.next_cqe(p.a.scq));
+    p.w.advance(2'000'000);  // several RNR rounds
+    CHECK(!p.a.d.next_cqe(p.a.scq));
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
+    p.w.advance(2'000'000);
+    REQUIRE(p.a.d.next_cqe(p.a.scq));
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(be32(*rc, 0x2c) == 4);
+}
+
+TEST_CASE("RC RNR retries run out: RNR retry exceeded", "[rc]") {
+    Pair p(hca::kQpRc, 7, 2);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {9}});
+    p.w.advance(20'000'000);
+    auto e = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(e);
+    CHECK(op(*e) == hca::kCqeReqErr);
+    CHECK((*e)[0x37] == hca::kSyndRnrRetryExc);
+    CHECK(p.w.a.dev.qps.find(p.qa.qpn)->state == hca::QpState::Err);
+}
+
+TEST_CASE("RC loss: every 5th packet dropped, data still correct (go-back-N)", "[rc]") {
+    Pair p;
+    auto drop = [](bool, uint64_t n) { return n % 5 == 2; };
+    p.a.fill(p.a.mr.iova, 16384, 5);
+    for (int i = 0; i < 4; ++i) {
+        p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + i * 16384, 16384);
+    }
+    for (int i = 0; i < 4; ++i) {
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 10000}}});
+    }
+    p.w.advance(3'000'000'000, drop);
+    int recv = 0, sent = 0;
+    while (auto c = p.b.d.next_cqe(p.b.rcq)) {
+        CHECK(op(*c) == hca::kCqeRespSend);
+        CHECK(be32(*c, 0x2c) == 10000);
+        ++recv;
+    }
+    while (auto c = p.a.d.next_cqe(p.a.scq)) {
+        INFO("syndrome " << int((*c)[0x37]));
+        CHECK(op(*c) == hca::kCqeReq);
+        ++sent;
+    }
+    CHECK(recv == 4);
+    CHECK(sent == 4);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(p.b.same(p.b.mr.iova + i * 16384, 10000, 5));
+    }
+    CHECK(p.w.a.dev.qps.find(p.qa.qpn)->rc.retransmits > 0);
+    CHECK(p.w.dropped > 0);
+}
+
+TEST_CASE("RC: a dead peer exhausts the retry count", "[rc]") {
+    Pair p(hca::kQpRc, 2, 7);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {1}});
+    p.w.advance(5'000'000'000, [](bool from_a, uint64_t) { return from_a; });  // nothing reaches b
+    auto e = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndTransportRetryExc);
+}
+
+TEST_CASE("RC remote access error: bad rkey on the requester, both sides in error", "[rc]") {
+    Pair p;
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, p.a.mr.iova, 16}},
+                           .raddr = p.b.mr.iova, .rkey = p.b.mr.key ^ 0x100});
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {1}});
+    p.w.pump();
+    auto e = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(e);
+    CHECK(op(*e) == hca::kCqeReqErr);
+    CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+    auto f = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(f);
+    CHECK((*f)[0x37] == hca::kSyndWrFlush);
+    CHECK(p.w.a.dev.qps.find(p.qa.qpn)->state == hca::QpState::Err);
+    CHECK(p.w.b.dev.qps.find(p.qb.qpn)->state == hca::QpState::Err);
+    // A read past the end of the remote region is refused the same way.
+    Pair q;
+    q.a.d.post_send(q.qa, {.opcode = hca::kWqeRdmaRead, .sges = {{q.a.mr.key, q.a.mr.iova, 64}},
+                           .raddr = q.b.mr.iova + 65536 - 32, .rkey = q.b.mr.key});
+    q.w.pump();
+    e = q.a.d.next_cqe(q.a.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+}
+
+TEST_CASE("UC: SEND and WRITE without acknowledgements", "[rc][uc]") {
+    Pair p(hca::kQpUc);
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 4096);
+    p.a.fill(p.a.mr.iova, 2500, 1);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 2500}}});
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, p.a.mr.iova, 2500}},
+                           .raddr = p.b.mr.iova + 8192, .rkey = p.b.mr.key});
+    p.w.pump();
+    CHECK(p.a.d.next_cqe(p.a.scq));
+    CHECK(p.a.d.next_cqe(p.a.scq));
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(be32(*rc, 0x2c) == 2500);
+    CHECK(p.b.same(p.b.mr.iova + 8192, 2500, 1));
+    // A read on UC is a local QP operation error.
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaRead, .sges = {{p.a.mr.key, p.a.mr.iova, 8}},
+                           .raddr = p.b.mr.iova, .rkey = p.b.mr.key});
+    auto e = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndLocalQpOp);
+}
