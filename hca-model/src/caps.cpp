@@ -61,10 +61,23 @@ const CapEntry kGeneralCaps[] = {
     GEN(driver_version, 1, 1, false),
     GEN(cmdif_checksum, 0, 0, true),
     GEN(mcam_reg, 1, 1, false),  // MCAM: MCQS/MCQI for devlink info
+    GEN(atomic, 1, 1, false),
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
 };
 
 #undef GEN
+#define ATOMIC(f, max, cur, settable) CapEntry{ifc::atomic_caps::f, #f, max, cur, settable}
+
+// Atomic capabilities: 8-byte compare-and-swap and fetch-and-add on QPs, in
+// host byte order once the driver selects it (core/main.c handle_hca_cap_atomic()).
+const CapEntry kAtomicCaps[] = {
+    ATOMIC(atomic_req_8B_endianness_mode, 1, 0, true),
+    ATOMIC(supported_atomic_req_8B_endianness_mode_1, 1, 1, false),
+    ATOMIC(atomic_operations, 0x3, 0x3, false),  // MLX5_ATOMIC_OPS_CMP_SWAP | FETCH_ADD
+    ATOMIC(atomic_size_qp, 0x8, 0x8, false),     // 8 bytes
+};
+
+#undef ATOMIC
 
 void fill(Caps::Image &img, std::span<const CapEntry> table, bool max) {
     img.fill(0);
@@ -77,6 +90,8 @@ std::span<const CapEntry> table_of(uint16_t type) {
     switch (type) {
     case kCapGeneral:
         return kGeneralCaps;
+    case kCapAtomic:
+        return kAtomicCaps;
     default:
         return {};
     }
@@ -86,6 +101,7 @@ std::span<const CapEntry> table_of(uint16_t type) {
 
 Caps::Caps() {
     pages_[kCapGeneral];
+    pages_[kCapAtomic];
     reset();
 }
 
