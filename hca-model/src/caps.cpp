@@ -46,9 +46,10 @@ const CapEntry kGeneralCaps[] = {
     GEN(uc, 1, 1, false),
     GEN(rc, 1, 1, false),
     GEN(cqe_version, 0, 0, false),
-    // Memory registration: no UMR-based loading yet (no MR cache).
-    GEN(umr_modify_entity_size_disabled, 1, 1, false),
-    GEN(umr_modify_atomic_disabled, 1, 1, false),
+    // Memory registration through UMR WQEs (MR cache, fast registration,
+    // IB_DEVICE_MEM_MGT_EXTENSIONS); direct MTT keys only, no KLM/KSM.
+    GEN(umr_modify_entity_size_disabled, 0, 0, false),
+    GEN(umr_modify_atomic_disabled, 0, 0, false),
     GEN(umr_indirect_mkey_disabled, 1, 1, false),
     GEN(log_pg_sz, 12, 12, false),
     // UAR and doorbells: 4 KiB UAR pages, no BlueFlame yet.

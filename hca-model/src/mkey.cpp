@@ -102,6 +102,116 @@ bool MkeyTable::invalidate(uint32_t key, uint32_t pd) {
     return true;
 }
 
+const char *umr_error_name(UmrError e) {
+    switch (e) {
+    case UmrError::None: return "ok";
+    case UmrError::NoKey: return "no such key";
+    case UmrError::NotUmrEnabled: return "key was not created with umr_en";
+    case UmrError::Variant: return "key variant does not match and the KEY mask bit is clear";
+    case UmrError::IsFree: return "key is free (CHECK_FREE)";
+    case UmrError::NotFree: return "key is not free (CHECK_NOT_FREE)";
+    case UmrError::BadPd: return "key belongs to another PD than the QP";
+    case UmrError::BadMask: return "unsupported mkey_mask bit or check mode";
+    case UmrError::BadPageSize: return "log_page_size outside 12..30";
+    case UmrError::XltTooLong: return "translation entries beyond translations_octword_size";
+    case UmrError::XltNoMtt: return "translation entries for a key that is not MTT";
+    }
+    return "?";
+}
+
+UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
+    auto it = mkeys_.find(op.key >> 8);
+    if (it == mkeys_.end()) {
+        return UmrError::NoKey;
+    }
+    Mkey &m = it->second;
+    if (!m.umr_en) {
+        return UmrError::NotUmrEnabled;
+    }
+    if ((op.mask & ~UmrOp::kMaskSupported) || (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckMask) {
+        return UmrError::BadMask;
+    }
+    if (!(op.mask & UmrOp::kMaskKey) && m.variant != (op.key & 0xff)) {
+        return UmrError::Variant;
+    }
+    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree && m.free) {
+        return UmrError::IsFree;
+    }
+    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree && !m.free) {
+        return UmrError::NotFree;
+    }
+    if (qp_pd && m.pd != *qp_pd) {
+        return UmrError::BadPd;
+    }
+    auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
+    if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > 30)) {
+        return UmrError::BadPageSize;
+    }
+    if (!op.xlt.empty()) {
+        if (m.mode != MkeyMode::Mtt) {
+            return UmrError::XltNoMtt;
+        }
+        if (op.xlt_first + op.xlt.size() > uint64_t{m.octwords} * 2) {
+            return UmrError::XltTooLong;
+        }
+    }
+    // Checks passed: apply.
+    if (op.mask & UmrOp::kMaskLen) {
+        m.len = f(mkc::len);
+        m.length64 = f(mkc::length64);
+    }
+    if (op.mask & UmrOp::kMaskPageSize) {
+        m.log_page_size = static_cast<uint8_t>(f(mkc::log_page_size));
+    }
+    if (op.mask & UmrOp::kMaskStartAddr) {
+        m.start = f(mkc::start_addr);
+    }
+    if (op.mask & UmrOp::kMaskPd) {
+        m.pd = static_cast<uint32_t>(f(mkc::pd));
+    }
+    if (op.mask & UmrOp::kMaskEnRinval) {
+        m.en_rinval = f(mkc::en_rinval);
+    }
+    if (op.mask & UmrOp::kMaskKey) {
+        m.variant = static_cast<uint8_t>(f(mkc::mkey_7_0));
+    }
+    if (op.mask & UmrOp::kMaskQpn) {
+        m.qpn = static_cast<uint32_t>(f(mkc::qpn));
+    }
+    if (op.mask & UmrOp::kMaskLr) {
+        m.lr = f(mkc::lr);
+    }
+    if (op.mask & UmrOp::kMaskLw) {
+        m.lw = f(mkc::lw);
+    }
+    if (op.mask & UmrOp::kMaskRr) {
+        m.rr = f(mkc::rr);
+    }
+    if (op.mask & UmrOp::kMaskRw) {
+        m.rw = f(mkc::rw);
+    }
+    if (op.mask & UmrOp::kMaskA) {
+        m.a = f(mkc::a);
+    }
+    if (!op.xlt.empty()) {
+        if (m.mtt.size() < op.xlt_first + op.xlt.size()) {
+            m.mtt.resize(op.xlt_first + op.xlt.size());
+        }
+        for (size_t i = 0; i < op.xlt.size(); ++i) {
+            m.mtt[op.xlt_first + i] = op.xlt[i] & ~uint64_t{7};  // low bits: MLX5_IB_MTT_READ/WRITE
+        }
+    }
+    if (op.mask & UmrOp::kMaskFree) {
+        m.free = f(mkc::free_);
+    }
+    dev_.trace(kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
+               "xlt={}@{} access={}{}{}{}{} free={}",
+               m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
+               op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
+               m.a ? "A" : "-", m.free);
+    return UmrError::None;
+}
+
 void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     const ifc::Block e = ifc::create_mkey_in::memory_key_mkey_entry;
     Mkey m;
@@ -160,7 +270,9 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
             c.fail(Status::BAD_PARAM, "{} page entries given for {} pages", actual * 2, pages);
             return;
         }
-        m.mtt.resize(std::max<uint64_t>(pages, uint64_t{m.octwords} * 2));
+        // Only the entries given are stored: the MR cache creates thousands
+        // of free keys with room for up to 2^17 entries that a UMR fills later.
+        m.mtt.resize(have);
         for (uint64_t i = 0; i < have; ++i) {
             // Low bits may carry MLX5_IB_MTT_PRESENT/READ/WRITE flags.
             m.mtt[i] = load_be64(pas.data() + i * 8) & ~uint64_t{7};

@@ -57,6 +57,54 @@ struct DmaChunk {
 enum class XlatError : uint8_t { None, BadKey, Free, BadPd, Bounds, Access, NoTranslation };
 const char *xlat_error_name(XlatError e);
 
+// A user-mode memory registration (UMR WQE, include/linux/mlx5/qp.h
+// mlx5_wqe_umr_ctrl_seg + mlx5_mkey_seg): which fields of the mkey change
+// (mkey_mask, MLX5_MKEY_MASK_*), the new values, and translation entries
+// to load at an offset.
+struct UmrOp {
+    // mlx5_wqe_umr_ctrl_seg.flags
+    static constexpr uint8_t kOffsetEn = 1 << 4;
+    static constexpr uint8_t kCheckMask = 3 << 5;
+    static constexpr uint8_t kCheckNotFree = 1 << 5;  // fail unless the key is free
+    static constexpr uint8_t kCheckFree = 2 << 5;     // fail if the key is free
+    static constexpr uint8_t kInline = 1 << 7;
+    // MLX5_MKEY_MASK_*
+    static constexpr uint64_t kMaskLen = 1ull << 0;
+    static constexpr uint64_t kMaskPageSize = 1ull << 1;
+    static constexpr uint64_t kMaskStartAddr = 1ull << 6;
+    static constexpr uint64_t kMaskPd = 1ull << 7;
+    static constexpr uint64_t kMaskEnRinval = 1ull << 8;
+    static constexpr uint64_t kMaskEnSigerr = 1ull << 9;
+    static constexpr uint64_t kMaskBsfEn = 1ull << 12;
+    static constexpr uint64_t kMaskKey = 1ull << 13;
+    static constexpr uint64_t kMaskQpn = 1ull << 14;
+    static constexpr uint64_t kMaskLr = 1ull << 17;
+    static constexpr uint64_t kMaskLw = 1ull << 18;
+    static constexpr uint64_t kMaskRr = 1ull << 19;
+    static constexpr uint64_t kMaskRw = 1ull << 20;
+    static constexpr uint64_t kMaskA = 1ull << 21;
+    static constexpr uint64_t kMaskSmallFence = 1ull << 23;
+    static constexpr uint64_t kMaskRoWrite = 1ull << 25;
+    static constexpr uint64_t kMaskFree = 1ull << 29;
+    static constexpr uint64_t kMaskRoRead = 1ull << 47;
+    static constexpr uint64_t kMaskSupported = kMaskLen | kMaskPageSize | kMaskStartAddr | kMaskPd | kMaskEnRinval |
+                                               kMaskKey | kMaskQpn | kMaskLr | kMaskLw | kMaskRr | kMaskRw | kMaskA |
+                                               kMaskSmallFence | kMaskRoWrite | kMaskFree | kMaskRoRead;
+
+    uint32_t key = 0;       // ctrl imm: the key to modify
+    uint8_t flags = 0;
+    uint64_t mask = 0;
+    const uint8_t *mkc = nullptr;     // 64-byte mkey segment (mkc layout)
+    uint64_t xlt_first = 0;           // first translation entry to load
+    std::vector<uint64_t> xlt;        // entries (big-endian decoded)
+};
+
+// Why a UMR failed; the WQE completes in error with kSyndLocalProt for the
+// key checks and kSyndLocalQpOp for malformed requests.
+enum class UmrError : uint8_t { None, NoKey, NotUmrEnabled, Variant, IsFree, NotFree, BadPd, BadMask, BadPageSize,
+                                XltTooLong, XltNoMtt };
+const char *umr_error_name(UmrError e);
+
 class MkeyTable {
   public:
     static constexpr uint32_t kFirstIndex = 2;  // 0 and 1 would collide with MLX5_INVALID_LKEY (0x100)
@@ -73,6 +121,10 @@ class MkeyTable {
 
     // Remote or local invalidation: the key becomes free (IBA 10.6.5).
     bool invalidate(uint32_t key, uint32_t pd);
+
+    // Applies a UMR. qp_pd is the PD of the issuing QP, or nullptr for the
+    // privileged UMR QP, which may modify a key of any PD.
+    UmrError umr(const UmrOp &op, const uint32_t *qp_pd);
 
     void cmd_create_mkey(CmdCtx &c);
     void cmd_destroy_mkey(CmdCtx &c);

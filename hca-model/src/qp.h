@@ -167,6 +167,8 @@ class QpTable {
     void send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe, uint16_t index);
     void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
     void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
+    // umr.cpp: a UMR WQE (REG_UMR QP, or REG_MR / LOCAL_INV on RC/UC/XRC).
+    bool umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint8_t &synd);
     // rc_req.cpp, rc_comp.cpp, rc_resp.cpp: connected transports
     uint32_t rc_mtu(const Qp &qp);
     void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,

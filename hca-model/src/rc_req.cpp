@@ -402,6 +402,26 @@ void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
             rc_complete(qp);
             continue;
         }
+        if (opcode == kWqeUmr) {
+            // IB_WR_REG_MR / IB_WR_LOCAL_INV: a local operation, done at
+            // once and completed in order behind what is outstanding.
+            uint8_t synd = kSyndLocalQpOp;
+            if (!umr_wqe(qp, index, {wqe_buf_.data(), ds * 16}, synd)) {
+                req_err_cqe(qp, index, opcode, synd);
+                to_error(qp, "UMR failed");
+                return;
+            }
+            RcWqe w;
+            w.index = index;
+            w.opcode = opcode;
+            w.signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
+            w.acked = true;
+            w.npkts = 0;
+            w.first_psn = qp.next_send_psn;
+            qp.rc.pending.push_back(std::move(w));
+            rc_complete(qp);
+            continue;
+        }
         RcWqe w;
         uint8_t synd = 0;
         if (!rc_parse_wqe(qp, index, {wqe_buf_.data(), ds * 16}, w, synd)) {

@@ -152,6 +152,18 @@ bool QpTable::execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe) 
         req_cqe(qp, index, opcode, 0, signaled, false);
         return true;
     }
+    if (qp.st == kQpRegUmr) {
+        uint8_t synd = kSyndLocalQpOp;
+        if (opcode != kWqeUmr) {
+            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on the UMR QP", qp.qpn, index, wqe_opcode_name(opcode));
+        } else if (umr_wqe(qp, index, wqe, synd)) {
+            req_cqe(qp, index, opcode, 0, signaled, false);
+            return true;
+        }
+        req_err_cqe(qp, index, opcode, synd);
+        to_error(qp, "UMR failed");
+        return false;
+    }
     if (qp.ud_like()) {
         if (opcode != kWqeSend && opcode != kWqeSendImm) {
             dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, index, wqe_opcode_name(opcode),
@@ -163,9 +175,9 @@ bool QpTable::execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe) 
         send_ud(qp, ctrl, wqe, index);
         return true;
     }
-    dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} QPs do not send yet", qp.qpn, index, qp_type_name(qp.st));
+    dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} QPs have no send queue", qp.qpn, index, qp_type_name(qp.st));
     req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-    to_error(qp, "transport not implemented");
+    to_error(qp, "no send queue for this QP type");
     return false;
 }
 

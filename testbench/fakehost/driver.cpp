@@ -615,6 +615,45 @@ void Driver::post_send(QpHandle &qp, const SendWr &wr, bool ring) {
     }
 }
 
+void Driver::post_raw(QpHandle &qp, uint8_t opcode, uint32_t imm, const std::vector<uint8_t> &body, bool signaled,
+                      uint8_t fence) {
+    std::vector<uint8_t> w(16);
+    w.insert(w.end(), body.begin(), body.end());
+    w.resize((w.size() + 15) & ~size_t{15});
+    const uint16_t index = qp.sq_pi;
+    const uint32_t ds = static_cast<uint32_t>(w.size() / 16);
+    hca::store_be32(w.data(), uint32_t{index} << 8 | opcode);
+    hca::store_be32(w.data() + 4, qp.qpn << 8 | ds);
+    w[11] = static_cast<uint8_t>(fence << 5 | (signaled ? hca::kCeCqUpdate : 0));
+    hca::store_be32(w.data() + 12, imm);
+    const uint32_t bbs = (ds * 16 + 63) / 64;
+    w.resize(bbs * 64);
+    for (uint32_t b = 0; b < bbs; ++b) {
+        b_.host.write(qp.sq_addr(index + b), w.data() + b * 64, 64);
+    }
+    qp.sq_pi = static_cast<uint16_t>(qp.sq_pi + bbs);
+    ring_sq(qp, index, ds, opcode);
+}
+
+uint32_t Driver::create_free_mkey(uint32_t pd, uint32_t octwords, uint8_t variant) {
+    auto in = inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::free_), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::umr_en), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lr), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), variant);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::log_page_size), 12);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::translations_octword_size), octwords);
+    auto r = exec(in, 16);
+    if (r.status) {
+        throw std::runtime_error("CREATE_MKEY (free) failed");
+    }
+    return static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | variant;
+}
+
 void Driver::connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu, uint8_t retry,
                         uint8_t rnr_retry, uint8_t timeout, uint8_t min_rnr) {
     namespace ifc = hca::ifc;

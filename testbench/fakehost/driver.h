@@ -152,6 +152,13 @@ class Driver {
         uint8_t fence = 0;
     };
     void post_send(QpHandle &qp, const SendWr &wr, bool ring = true);
+    // Any WQE: a control segment for opcode/imm followed by body (whole
+    // 16-byte units); rings the doorbell.
+    void post_raw(QpHandle &qp, uint8_t opcode, uint32_t imm, const std::vector<uint8_t> &body, bool signaled = true,
+                  uint8_t fence = 0);
+    // A free, UMR-enabled MTT key with room for octwords*2 pages, like the
+    // MR cache (mr.c set_cache_mkc()) and ib_alloc_mr().
+    uint32_t create_free_mkey(uint32_t pd, uint32_t octwords, uint8_t variant = 0x33);
     // RST -> INIT -> RTR -> RTS for a connected QP talking to remote_qpn at dlid.
     void connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu = 3, uint8_t retry = 7,
                     uint8_t rnr_retry = 7, uint8_t timeout = 14, uint8_t min_rnr = 1);

@@ -3,6 +3,7 @@
 // frames from the fabric link (packet parser, receive side).
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "be.h"
@@ -20,7 +21,8 @@ struct World {
     uint32_t pd = 0;
     uint32_t lkey = 0;
     CqHandle cq;
-    QpHandle ud, qp1;
+    uint32_t free_key = 0;
+    QpHandle ud, qp1, rc, umr;
 };
 
 class Input {
@@ -71,6 +73,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     x.d.activate_port(3);
     x.d.ud_to_rts(x.ud, 7);
     x.d.ud_to_rts(x.qp1, 0x80010000);
+    // An RC QP connected to itself (loopback through LID 3) and the UMR QP,
+    // with a free UMR-enabled key for UMR and fast-registration WQEs.
+    x.rc = x.d.create_qp(hca::kQpRc, x.pd, x.cq.cqn, x.cq.cqn, x.uar, 4, 4);
+    x.d.connect_qp(x.rc, x.rc.qpn, 3);
+    x.umr = x.d.create_qp(hca::kQpRegUmr, x.pd, x.cq.cqn, x.cq.cqn, x.uar, 4, 0);
+    x.d.ud_to_rts(x.umr, 0);
+    x.free_key = x.d.create_free_mkey(x.pd, 8);
     for (int i = 0; i < 8; ++i) {
         x.d.post_recv(x.ud, x.lkey, x.b.host.alloc(512, 64), 512);
         x.d.post_recv(x.qp1, x.lkey, x.b.host.alloc(512, 64), 512);
@@ -81,15 +90,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         switch (in.u8() % 5) {
         case 0: {
             // Garbage WQE (1..4 WQEBBs) on the UD or QP1 send queue, then its doorbell.
-            QpHandle &qp = in.u8() & 1 ? x.ud : x.qp1;
+            QpHandle *qps[] = {&x.ud, &x.qp1, &x.rc, &x.umr};
+            QpHandle &qp = *qps[in.u8() % 4];
+            static constexpr uint8_t kOps[] = {0x0a, 0x0b, 0x08, 0x09, 0x10, 0x11, 0x12, 0x25, 0x01, 0x00};
             const uint32_t bbs = 1 + in.u8() % 4;
             for (uint32_t b = 0; b < bbs; ++b) {
                 uint8_t bb[64];
                 in.bytes(bb, sizeof(bb));
                 if (b == 0 && (in.u8() & 1)) {
                     // Keep the header plausible so the segments get parsed.
-                    hca::store_be32(bb, uint32_t{qp.sq_pi} << 8 | (in.u8() & 1 ? 0x0a : 0x0b));
+                    const uint8_t opcode = kOps[in.u8() % std::size(kOps)];
+                    hca::store_be32(bb, uint32_t{qp.sq_pi} << 8 | opcode);
                     hca::store_be32(bb + 4, qp.qpn << 8 | ((bbs * 4) & 0x3f));
+                    if (opcode == hca::kWqeUmr && (in.u8() & 1)) {
+                        hca::store_be32(bb + 12, x.free_key);  // a real key as the UMR target
+                    }
                 }
                 if (b == 1 && (in.u8() & 1)) {
                     hca::store_be32(bb + 4, x.lkey);  // a real lkey in the first data segment
@@ -144,7 +159,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         case 3: {
             // Post receives with arbitrary scatter lists.
-            QpHandle &qp = in.u8() & 1 ? x.ud : x.qp1;
+            QpHandle *rqs[] = {&x.ud, &x.qp1, &x.rc};
+            QpHandle &qp = *rqs[in.u8() % 3];
             uint8_t wqe[64];
             in.bytes(wqe, sizeof(wqe));
             x.b.host.write(qp.addr(uint64_t{qp.rq_pi & (qp.rq_wqes - 1)} * qp.rq_stride), wqe, 64);

@@ -1,0 +1,290 @@
+// UMR WQEs: the REG_UMR QP loading translations into MR-cache keys
+// (enable, revoke, offsets, pointer and inline lists) and fast registration
+// / local invalidation on RC QPs, checked by RDMA from the peer.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "pair.h"
+
+using namespace hcatest;
+
+namespace {
+
+constexpr uint64_t kMaskLen = 1ull << 0, kMaskPageSize = 1ull << 1, kMaskStart = 1ull << 6, kMaskPd = 1ull << 7,
+                   kMaskKey = 1ull << 13, kMaskLr = 1ull << 17, kMaskLw = 1ull << 18, kMaskRr = 1ull << 19,
+                   kMaskRw = 1ull << 20, kMaskA = 1ull << 21, kMaskFree = 1ull << 29, kMaskBsf = 1ull << 12;
+constexpr uint8_t kInline = 0x80, kCheckNotFree = 1 << 5, kCheckFree = 2 << 5, kOffsetEn = 1 << 4;
+
+struct Umr {
+    uint8_t flags = 0;
+    uint16_t xlt_octowords = 0;
+    uint64_t xlt_offset = 0;  // octowords
+    uint64_t mask = 0;
+    // mkey segment
+    bool free = false;
+    uint8_t access = 0;  // mkc byte 2 bits: a rw rr lw lr (as MLX5_PERM_* >> 2)
+    uint8_t variant = 0;
+    uint32_t pd = 0;
+    uint64_t start = 0, len = 0;
+    uint8_t log_page = 12;
+    std::vector<uint64_t> inline_xlt;
+    std::optional<Driver::Sge> pointer;
+
+    std::vector<uint8_t> body() const {
+        std::vector<uint8_t> b(48 + 64);
+        b[0] = flags;
+        hca::store_be16(b.data() + 4, xlt_octowords);
+        hca::store_be16(b.data() + 6, static_cast<uint16_t>(xlt_offset));
+        hca::store_be64(b.data() + 8, mask);
+        hca::store_be32(b.data() + 16, static_cast<uint32_t>(xlt_offset >> 16));
+        uint8_t *m = b.data() + 48;
+        namespace ifc = hca::ifc;
+        ifc::set(m, ifc::mkc::free_, free);
+        ifc::set(m, ifc::mkc::umr_en, 1);
+        ifc::set(m, ifc::mkc::lr, access & 1);
+        ifc::set(m, ifc::mkc::lw, (access >> 1) & 1);
+        ifc::set(m, ifc::mkc::rr, (access >> 2) & 1);
+        ifc::set(m, ifc::mkc::rw, (access >> 3) & 1);
+        ifc::set(m, ifc::mkc::a, (access >> 4) & 1);
+        ifc::set(m, ifc::mkc::access_mode_1_0, 1);
+        ifc::set(m, ifc::mkc::qpn, 0xffffff);
+        ifc::set(m, ifc::mkc::mkey_7_0, variant);
+        ifc::set(m, ifc::mkc::pd, pd);
+        ifc::set(m, ifc::mkc::start_addr, start);
+        ifc::set(m, ifc::mkc::len, len);
+        ifc::set(m, ifc::mkc::log_page_size, log_page);
+        for (uint64_t e : inline_xlt) {
+            const size_t at = b.size();
+            b.resize(at + 8);
+            hca::store_be64(b.data() + at, e);
+        }
+        if (!inline_xlt.empty()) {
+            b.resize((b.size() + 16 + 63) / 64 * 64 - 16);  // the WQE ends on a WQEBB
+        }
+        if (pointer) {
+            const size_t at = b.size();
+            b.resize(at + 16);
+            hca::store_be32(b.data() + at, pointer->len);
+            hca::store_be32(b.data() + at + 4, pointer->lkey);
+            hca::store_be64(b.data() + at + 8, pointer->addr);
+        }
+        return b;
+    }
+};
+
+constexpr uint64_t kAllAccess = kMaskLr | kMaskLw | kMaskRr | kMaskRw | kMaskA;
+
+// The peer's write into [iova, iova+n) of key on node `to`, from node `from`.
+void rdma_write(Pair &p, bool a_to_b, uint32_t rkey, uint64_t raddr, uint32_t n, uint8_t seed) {
+    Node &from = a_to_b ? p.a : p.b;
+    QpHandle &q = a_to_b ? p.qa : p.qb;
+    from.fill(from.mr.iova, n, seed);
+    from.d.post_send(q, {.opcode = hca::kWqeRdmaWrite, .sges = {{from.mr.key, from.mr.iova, n}}, .raddr = raddr,
+                         .rkey = rkey});
+    p.w.pump();
+}
+
+// A UMR QP on node n, the way mlx5r_umr_resource_init() builds it.
+QpHandle umr_qp(Node &n) {
+    CmdResult r;
+    QpHandle q = n.d.create_qp(hca::kQpRegUmr, n.pd, n.scq.cqn, n.scq.cqn, n.uar, 6, 0, &r);
+    REQUIRE(r.status == 0);
+    n.d.ud_to_rts(q, 0);
+    return q;
+}
+
+}  // namespace
+
+TEST_CASE("UMR QP: enable an MR-cache key with a pointed-to MTT list, RDMA through it, revoke", "[umr]") {
+    Pair p;
+    Node &b = p.b;
+    const uint32_t umr_pd = b.d.alloc_pd();
+    const uint32_t key = b.d.create_free_mkey(umr_pd, 8);  // 16 pages of room
+    QpHandle uq = umr_qp(b);
+    // Four scattered target pages, listed in guest memory (64-byte aligned).
+    std::vector<uint64_t> pages;
+    for (int i = 0; i < 4; ++i) {
+        pages.push_back(b.d.bench().host.alloc(4096));
+    }
+    const uint64_t list = b.d.bench().host.alloc(64, 64);
+    for (int i = 0; i < 4; ++i) {
+        b.d.bench().host.write_be64(list + i * 8, pages[3 - i] | 3);  // reverse order, READ|WRITE bits
+    }
+    const uint32_t dma_key = b.d.create_pa_mkey(umr_pd);
+    const uint64_t iova = 0x5550000;
+    Umr u{.flags = kCheckNotFree,
+          .xlt_octowords = 4,
+          .mask = kMaskKey | kMaskFree | kMaskPd | kMaskLen | kMaskPageSize | kMaskStart | kAllAccess,
+          .access = 0x1f,
+          .variant = 0x77,
+          .pd = b.pd,
+          .start = iova,
+          .len = 4 * 4096,
+          .pointer = Driver::Sge{dma_key, list, 64}};
+    b.d.post_raw(uq, hca::kWqeUmr, key, u.body());
+    auto c = b.d.next_cqe(b.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    CHECK(be32(*c, 0x38) >> 24 == hca::kWqeUmr);
+    const uint32_t new_key = (key & ~0xffu) | 0x77;
+    const auto *m = b.d.bench().dev.mkeys.find(new_key);
+    REQUIRE(m);
+    CHECK(!m->free);
+    CHECK(m->pd == b.pd);
+
+    // The peer writes 6000 bytes at page offset 100: pages 0 and 1 of the MR,
+    // which the list put at pages[3] and pages[2].
+    rdma_write(p, true, new_key, iova + 100, 6000, 9);
+    auto wc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(wc);
+    CHECK(op(*wc) == hca::kCqeReq);
+    const uint8_t *pg0 = b.d.bench().host.mem(pages[3], 4096);
+    const uint8_t *pg1 = b.d.bench().host.mem(pages[2], 4096);
+    CHECK(pg0[100] == 9);
+    CHECK(pg0[101] == static_cast<uint8_t>(9 + 7));
+    const size_t in1 = 4096 - 100;  // first byte landing in page 1
+    CHECK(pg1[0] == static_cast<uint8_t>(9 + in1 * 7));
+
+    // Revoke (mlx5r_umr_revoke_mr): free, back to the UMR PD, no data.
+    Umr rv{.flags = kInline, .mask = kMaskPd | kMaskFree, .free = true, .variant = 0x77, .pd = umr_pd};
+    b.d.post_raw(uq, hca::kWqeUmr, new_key, rv.body());
+    c = b.d.next_cqe(b.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    CHECK(b.d.bench().dev.mkeys.find(new_key)->free);
+    rdma_write(p, true, new_key, iova, 8, 1);
+    wc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(wc);
+    CHECK(op(*wc) == hca::kCqeReqErr);
+    CHECK((*wc)[0x37] == hca::kSyndRemoteAccess);
+}
+
+TEST_CASE("UMR QP: translation offsets load a list in pieces; checks refuse bad requests", "[umr]") {
+    Wire w;
+    Node n(w.a, 1);
+    const uint32_t key = n.d.create_free_mkey(n.pd, 4);  // room for 8 entries
+    QpHandle uq = umr_qp(n);
+    // Entries 0..3 inline, then 4..7 inline at offset 2 octowords.
+    Umr first{.flags = kInline | kCheckNotFree, .xlt_octowords = 2, .mask = 0, .variant = 0x33,
+              .inline_xlt = {0x1000, 0x2000, 0x3000, 0x4000}};
+    n.d.post_raw(uq, hca::kWqeUmr, key, first.body());
+    REQUIRE(n.d.next_cqe(n.scq));
+    Umr second{.flags = kInline | kCheckNotFree | kOffsetEn, .xlt_octowords = 2, .xlt_offset = 2,
+               .mask = kMaskFree | kMaskLen | kMaskStart | kMaskPageSize | kMaskLr | kMaskLw, .access = 3,
+               .variant = 0x33, .start = 0, .len = 8 * 4096, .inline_xlt = {0x5000, 0x6000, 0x7000, 0x8000}};
+    n.d.post_raw(uq, hca::kWqeUmr, key, second.body());
+    auto c = n.d.next_cqe(n.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    const auto *m = n.d.bench().dev.mkeys.find(key);
+    REQUIRE(m);
+    REQUIRE(m->mtt.size() == 8);
+    CHECK(m->mtt[0] == 0x1000);
+    CHECK(m->mtt[7] == 0x8000);
+    std::vector<hca::DmaChunk> ch;
+    CHECK(n.d.bench().dev.mkeys.translate(key, n.pd, 5 * 4096 + 8, 16, hca::kAccLocalWrite, ch) ==
+          hca::XlatError::None);
+    REQUIRE(ch.size() == 1);
+    CHECK(ch[0].addr == 0x6008);
+
+    SECTION("CHECK_NOT_FREE on a key in use fails with a local protection error") {
+        n.d.post_raw(uq, hca::kWqeUmr, key, first.body());
+        c = n.d.next_cqe(n.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReqErr);
+        CHECK((*c)[0x37] == hca::kSyndLocalProt);
+        CHECK(n.d.bench().dev.qps.find(uq.qpn)->state == hca::QpState::Err);
+    }
+    SECTION("entries beyond the key's translation size") {
+        Umr big{.flags = kInline | kCheckFree | kOffsetEn, .xlt_octowords = 2, .xlt_offset = 3, .variant = 0x33,
+                .inline_xlt = {1, 2, 3, 4}};
+        n.d.post_raw(uq, hca::kWqeUmr, key, big.body());
+        c = n.d.next_cqe(n.scq);
+        REQUIRE(c);
+        CHECK((*c)[0x37] == hca::kSyndLocalProt);
+    }
+    SECTION("an unsupported mask bit (BSF) is a local QP operation error") {
+        Umr bsf{.flags = kInline, .mask = kMaskBsf, .variant = 0x33};
+        n.d.post_raw(uq, hca::kWqeUmr, key, bsf.body());
+        c = n.d.next_cqe(n.scq);
+        REQUIRE(c);
+        CHECK((*c)[0x37] == hca::kSyndLocalQpOp);
+    }
+    SECTION("a wrong variant without the KEY mask bit") {
+        Umr v{.flags = kInline | kCheckFree, .mask = kMaskLr, .access = 1, .variant = 0x33};
+        n.d.post_raw(uq, hca::kWqeUmr, key ^ 1, v.body());
+        c = n.d.next_cqe(n.scq);
+        REQUIRE(c);
+        CHECK((*c)[0x37] == hca::kSyndLocalProt);
+    }
+    SECTION("a UMR WQE too short for its segments") {
+        n.d.post_raw(uq, hca::kWqeUmr, key, std::vector<uint8_t>(32));
+        c = n.d.next_cqe(n.scq);
+        REQUIRE(c);
+        CHECK((*c)[0x37] == hca::kSyndLocalQpOp);
+    }
+}
+
+TEST_CASE("RC fast registration (REG_MR) and LOCAL_INV, like ib_alloc_mr() + ib_map_mr_sg()", "[umr][rc]") {
+    Pair p;
+    Node &b = p.b;
+    const uint32_t key = b.d.create_free_mkey(b.pd, 4, 0x10);
+    std::vector<uint64_t> pages;
+    for (int i = 0; i < 2; ++i) {
+        pages.push_back(b.d.bench().host.alloc(4096));
+    }
+    const uint64_t iova = 0x900000;
+    // set_reg_wr(): CHECK_NOT_FREE | INLINE, frwr mask, REMOTE_INVAL, new variant.
+    Umr reg{.flags = kInline | kCheckNotFree,
+            .xlt_octowords = 4,
+            .mask = kMaskLen | kMaskPageSize | kMaskStart | kMaskKey | kAllAccess | kMaskFree | (1ull << 8) |
+                    (1ull << 23),
+            .access = 0x0f,
+            .variant = 0x11,
+            .start = iova,
+            .len = 8192,
+            .inline_xlt = {pages[0] | 3, pages[1] | 3}};
+    const uint32_t new_key = (key & ~0xffu) | 0x11;
+    b.d.post_raw(p.qb, hca::kWqeUmr, new_key, reg.body());
+    p.w.pump();
+    auto c = b.d.next_cqe(b.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    CHECK(be32(*c, 0x38) >> 24 == hca::kWqeUmr);
+
+    rdma_write(p, true, new_key, iova + 4000, 200, 44);
+    auto wc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(wc);
+    CHECK(op(*wc) == hca::kCqeReq);
+    CHECK(b.d.bench().host.mem(pages[0], 4096)[4000] == 44);
+    CHECK(b.d.bench().host.mem(pages[1], 4096)[0] == static_cast<uint8_t>(44 + 96 * 7));
+
+    // Registering again without invalidating first fails (CHECK_NOT_FREE)...
+    SECTION("re-registration of a valid key") {
+        b.d.post_raw(p.qb, hca::kWqeUmr, new_key, reg.body());
+        c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReqErr);
+        CHECK((*c)[0x37] == hca::kSyndLocalProt);
+    }
+    // ...LOCAL_INV (set_linv_wr()) makes it free, and remote access fails.
+    SECTION("local invalidate") {
+        Umr inv{.flags = kInline, .mask = kMaskFree, .free = true};
+        b.d.post_raw(p.qb, hca::kWqeUmr, new_key, inv.body());
+        c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReq);
+        rdma_write(p, true, new_key, iova, 8, 1);
+        wc = p.a.d.next_cqe(p.a.scq);
+        REQUIRE(wc);
+        CHECK((*wc)[0x37] == hca::kSyndRemoteAccess);
+    }
+    SECTION("a key of another PD cannot be registered through this QP") {
+        const uint32_t other = b.d.create_free_mkey(b.d.alloc_pd(), 4, 0x10);
+        b.d.post_raw(p.qb, hca::kWqeUmr, other, reg.body());
+        c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK((*c)[0x37] == hca::kSyndLocalProt);
+    }
+}
