@@ -52,8 +52,9 @@ const CapEntry kGeneralCaps[] = {
     GEN(umr_modify_atomic_disabled, 0, 0, false),
     GEN(umr_indirect_mkey_disabled, 1, 1, false),
     GEN(log_pg_sz, 12, 12, false),
-    // UAR and doorbells: 4 KiB UAR pages, no BlueFlame yet.
-    GEN(bf, 0, 0, false),
+    // UAR and doorbells: 4 KiB UAR pages, BlueFlame with 2 x 256-byte
+    // half-buffers per bfreg (the WQE in a BlueFlame write is executed).
+    GEN(bf, 1, 1, false),
     GEN(log_bf_reg_size, 9, 9, false),
     GEN(log_uar_page_sz, 0, 0, true),
     GEN(uar_4k, 0, 0, true),

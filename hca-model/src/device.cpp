@@ -189,6 +189,8 @@ void Device::run() {
             doorbells_.pop_front();
             uar_doorbell(db.uar, db.offset, db.data, db.size);
         }
+        // Every write of the batch is in, so BlueFlame copies are whole.
+        qps.process_pending();
         while (!rx_.empty()) {
             Packet pkt = std::move(rx_.front());
             rx_.pop_front();

@@ -90,6 +90,9 @@ void QpTable::reset() {
     qps_.clear();
     mcgs_.clear();
     ids_.reset();
+    bf_.clear();
+    sq_pending_.clear();
+    pending_half_.valid = false;
 }
 
 Qp *QpTable::find(uint32_t qpn) {
@@ -459,6 +462,7 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
             qp->flush_timer = 0;
         }
         qp->sq_ci = 0;
+        qp->bf_wqes.clear();
         qp->rq_ci = 0;
         qp->rq_flushed = 0;
         rc_reset(*qp);
@@ -625,6 +629,7 @@ void QpTable::flush_sq(Qp &qp) {
         req_err_cqe(qp, index, static_cast<uint8_t>(ctrl.opmod_idx_opcode.get()), kSyndWrFlush);
         qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb));
     }
+    qp.bf_wqes.clear();
 }
 
 void QpTable::flush_rq(Qp &qp) {

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <span>
@@ -108,6 +109,8 @@ struct Qp {
     uint16_t sq_ci = 0;      // WQEBBs consumed
     uint16_t rq_ci = 0;      // RQ WQEs consumed
     uint16_t rq_flushed = 0; // RQ WQEs flushed in the error state
+    bool sq_pending = false;  // rung since the send queue last ran
+    std::map<uint16_t, std::vector<uint8_t>> bf_wqes;  // WQEs delivered by BlueFlame, by index
     Timers::Id flush_timer = 0;
     std::set<iba::Gid> mcgs;
     RcState rc;  // connected transports
@@ -147,7 +150,11 @@ class QpTable {
     void cmd_detach_mcg(CmdCtx &c);
 
     // SQ doorbell / BlueFlame write at UAR +0x800.. (send.cpp).
+    static constexpr uint32_t kBfBufSize = 256;  // (1 << log_bf_reg_size) / 2
     void sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size);
+    // Runs the send queues rung since the last call.
+    void process_pending();
+    uint64_t bf_executed() const { return bf_executed_; }
     // A packet arrived for this port (recv.cpp).
     void receive(const Packet &pkt, const iba::PacketView &v);
 
@@ -161,6 +168,10 @@ class QpTable {
 
   private:
     // send.cpp
+    enum class Fetch { Ok, NotReadable, BadSize };
+    void doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds);
+    Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
+    void consume_wqe(Qp &qp, uint32_t bbs);
     void process_sq(Qp &qp);
     bool execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe);
     bool gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t> &payload, uint8_t &synd);
@@ -216,6 +227,18 @@ class QpTable {
         bool valid = false;
     } pending_half_;
     std::vector<uint8_t> payload_buf_;
+    // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).
+    struct BfCapture {
+        bool active = false;
+        uint32_t qpn = 0;
+        uint16_t index = 0;
+        uint32_t expected = 0;  // ds * 16
+        uint32_t got = 0;       // bytes written so far
+        std::array<uint8_t, kBfBufSize> bytes{};
+    };
+    std::map<uint32_t, BfCapture> bf_;
+    std::deque<uint32_t> sq_pending_;
+    uint64_t bf_executed_ = 0;
 };
 
 }  // namespace hca

@@ -16,8 +16,9 @@ namespace hca {
 struct RcWqe {
     struct Sge {
         uint32_t lkey;
-        uint64_t addr;
+        uint64_t addr;  // for inline pieces: offset into inline_data
         uint32_t len;
+        bool inl = false;
     };
     uint16_t index = 0;          // WQE index (CQE wqe_counter)
     uint8_t opcode = 0;          // WQE opcode (CQE sop_drop_qpn[31:24])
@@ -26,7 +27,7 @@ struct RcWqe {
     uint32_t first_psn = 0;
     uint32_t npkts = 1;          // PSNs the message uses
     uint32_t length = 0;         // message bytes
-    std::vector<Sge> sges;       // gathered from (send) or scattered to (read, atomic)
+    std::vector<Sge> sges;       // gathered from (send, in WQE order, inline pieces too) or scattered to (read, atomic)
     std::vector<uint8_t> inline_data;
     uint64_t raddr = 0;
     uint32_t rkey = 0;

@@ -166,7 +166,12 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
                 synd = kSyndLocalLength;
                 return false;
             }
-            w.inline_data.insert(w.inline_data.end(), wqe.begin() + off + 4, wqe.begin() + off + 4 + len);
+            if (len) {
+                dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
+                           to_hex(wqe.subspan(off + 4, std::min<uint32_t>(len, 32))));
+                w.sges.push_back({0, w.inline_data.size(), len, true});
+                w.inline_data.insert(w.inline_data.end(), wqe.begin() + off + 4, wqe.begin() + off + 4 + len);
+            }
             off += (4 + len + 15) & ~size_t{15};
             continue;
         }
@@ -181,7 +186,12 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
         dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
                    d.byte_count.get());
     }
-    uint64_t len = w.inline_data.size();
+    if (!w.inline_data.empty() && (w.is_read() || w.is_atomic())) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline data in a {}", qp.qpn, index, wqe_opcode_name(w.opcode));
+        synd = kSyndLocalQpOp;
+        return false;
+    }
+    uint64_t len = 0;
     for (const auto &s : w.sges) {
         len += s.len;
     }
@@ -212,10 +222,6 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
 bool QpTable::rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, std::vector<uint8_t> &out,
                         uint8_t &synd) {
     out.resize(len);
-    if (!w.inline_data.empty()) {
-        std::memcpy(out.data(), w.inline_data.data() + offset, len);
-        return true;
-    }
     uint32_t pos = 0;
     uint32_t base = 0;
     std::vector<DmaChunk> chunks;
@@ -229,6 +235,12 @@ bool QpTable::rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, s
         }
         const uint32_t in_sge = offset + pos - base;
         const uint32_t n = std::min(s.len - in_sge, len - pos);
+        if (s.inl) {
+            std::memcpy(out.data() + pos, w.inline_data.data() + s.addr + in_sge, n);
+            pos += n;
+            base += s.len;
+            continue;
+        }
         chunks.clear();
         const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks);
         if (e != XlatError::None) {
@@ -337,20 +349,25 @@ bool QpTable::rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd) {
 // The send queue of a connected QP: start every posted WQE the fences and
 // read credits allow.
 void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
-    const uint32_t nbb = qp.sq_wqebbs();
-    const uint32_t max_ds = static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_sq)) / 16;
     const uint32_t max_reads = 1u << qp.log_sra_max;
     qp.rc.blocked = false;
     while (qp.sq_ci != pi && qp.state == QpState::Rts) {
         const uint16_t index = qp.sq_ci;
-        CtrlSeg ctrl;
-        if (!dev_.dma_read(qp.buf.addr(qp.sq_offset + uint64_t{index & (nbb - 1)} * kWqeBb), &ctrl, sizeof(ctrl))) {
+        uint32_t ds = 0, bbs = 0;
+        const Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
+        if (fetched == Fetch::NotReadable) {
             to_error(qp, "WQE not readable");
             return;
         }
+        CtrlSeg ctrl;
+        std::memcpy(&ctrl, wqe_buf_.data(), sizeof(ctrl));
         const uint8_t opcode = static_cast<uint8_t>(ctrl.opmod_idx_opcode.get());
-        const uint32_t ds = ctrl.qpn_ds.get() & 0x3f;
-        const uint32_t bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
+        if (fetched == Fetch::BadSize) {
+            consume_wqe(qp, 1);
+            req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
+            to_error(qp, "bad WQE size");
+            return;
+        }
         const uint8_t fence = ctrl.fm_ce_se >> 5;
         // IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic.
         uint32_t reads = 0;
@@ -367,19 +384,7 @@ void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
                        reads);
             break;
         }
-        if (ds == 0 || ds > max_ds || bbs > static_cast<uint16_t>(pi - index)) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: DS {} (max {})", qp.qpn, index, ds, max_ds);
-            qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + 1);
-            req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-            to_error(qp, "bad WQE size");
-            return;
-        }
-        wqe_buf_.resize(bbs * kWqeBb);
-        for (uint32_t b = 0; b < bbs; ++b) {
-            dev_.dma_read(qp.buf.addr(qp.sq_offset + uint64_t{(index + b) & (nbb - 1)} * kWqeBb),
-                          wqe_buf_.data() + b * kWqeBb, kWqeBb);
-        }
-        qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + bbs);
+        consume_wqe(qp, bbs);
         if (dev_.tracer().on(kTrWqe)) {
             dev_.trace(kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) ds={} fence={} ce={} se={} imm=0x{:08x}",
                        qp.qpn, index, wqe_opcode_name(opcode), opcode, ds, fence, (ctrl.fm_ce_se >> 2) & 3,

@@ -13,37 +13,79 @@ namespace hca {
 
 namespace {
 
-constexpr uint32_t kBfBufSize = 256;  // (1 << log_bf_reg_size) / 2
-
 std::string hex(std::span<const uint8_t> b) { return to_hex(b); }
 
 }  // namespace
 
+// Writes at UAR +0x800.. (hw/mlx5 mlx5r_ring_db(), libmlx5 post_send_db()
+// and mlx5_bf_copy(), mem.c post_send_nop()). The first 8 bytes of a
+// BlueFlame half-buffer are the doorbell: the head of the last posted WQE
+// (opmod_idx_opcode, qpn_ds). Further contiguous writes in the same
+// half-buffer carry the rest of that WQE (BlueFlame); once ds*16 bytes have
+// arrived the WQE is executed from them instead of being fetched. Writes
+// are only recorded here; the send queues run once the batch of doorbells
+// has been taken in (process_pending()).
 void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size) {
-    const uint32_t in_buf = (offset - UarTable::kBfRegion) % kBfBufSize;
-    uint32_t qpn_ds;
-    uint32_t head;
+    const uint32_t rel = offset - UarTable::kBfRegion;
+    const uint32_t in_buf = rel % kBfBufSize;
+    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
     if (in_buf == 0 && size == 8) {
-        head = load_be32(data);
-        qpn_ds = load_be32(data + 4);
-    } else if (in_buf == 0 && size == 4) {
+        doorbell_head(uar, offset, buf_key, load_be32(data), load_be32(data + 4));
+        return;
+    }
+    if (in_buf == 0 && size == 4) {
         // First 32-bit half; the doorbell acts when the second half arrives.
         pending_half_ = {uar, offset, load_be32(data), true};
         return;
-    } else if (in_buf == 4 && size == 4 && pending_half_.valid && pending_half_.uar == uar &&
-               pending_half_.offset + 4 == offset) {
-        head = pending_half_.value;
-        qpn_ds = load_be32(data);
+    }
+    if (in_buf == 4 && size == 4 && pending_half_.valid && pending_half_.uar == uar &&
+        pending_half_.offset + 4 == offset) {
         pending_half_.valid = false;
-    } else {
-        dev_.guest_error("write of {} bytes at UAR {} +0x{:x} inside a BlueFlame buffer (BlueFlame is not enabled)",
-                         size, uar, offset);
+        doorbell_head(uar, offset - 4, buf_key, pending_half_.value, load_be32(data));
         return;
     }
+    // A BlueFlame continuation.
+    auto it = bf_.find(buf_key);
+    if (it == bf_.end() || !it->second.active || it->second.got != in_buf) {
+        dev_.guest_error("write of {} bytes at UAR {} +0x{:x}: not the continuation of a BlueFlame write", size, uar,
+                         offset);
+        if (it != bf_.end()) {
+            it->second.active = false;
+        }
+        return;
+    }
+    BfCapture &cap = it->second;
+    if (in_buf + size > cap.expected) {
+        // Bytes past the WQE (the rest of a 64-byte chunk): ignored.
+        cap.got = in_buf + size;
+        return;
+    }
+    std::memcpy(cap.bytes.data() + in_buf, data, size);
+    cap.got = in_buf + size;
+    if (cap.got == cap.expected) {
+        Qp *qp = find(cap.qpn);
+        if (qp && !qp->no_sq && static_cast<uint16_t>(cap.index - qp->sq_ci) < qp->sq_wqebbs()) {
+            if (dev_.tracer().on(kTrUar)) {
+                dev_.trace(kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
+                           offset - in_buf, cap.qpn, cap.index, cap.expected,
+                           hex({cap.bytes.data(), cap.expected}));
+            }
+            qp->bf_wqes[cap.index].assign(cap.bytes.begin(), cap.bytes.begin() + cap.expected);
+            ++bf_executed_;
+        }
+        // Keep got past expected so the rest of the chunk is swallowed.
+    }
+}
+
+void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds) {
     const uint32_t qpn = qpn_ds >> 8;
+    const uint16_t index = static_cast<uint16_t>(head >> 8);
+    const uint32_t ds = qpn_ds & 0x3f;
     Qp *qp = find(qpn);
     dev_.trace(kTrUar, "sq_doorbell uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} opcode={} ds={}", uar, offset,
-               qpn, (head >> 8) & 0xffff, wqe_opcode_name(head & 0xff), qpn_ds & 0x3f);
+               qpn, index, wqe_opcode_name(head & 0xff), ds);
+    BfCapture &cap = bf_[buf_key];
+    cap.active = false;
     if (!qp) {
         dev_.guest_error("SQ doorbell for QP 0x{:x} that does not exist (uar={} +0x{:x})", qpn, uar, offset);
         return;
@@ -57,7 +99,80 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
         dev_.guest_error("SQ doorbell for qpn=0x{:x}, which has no send queue", qpn);
         return;
     }
-    process_sq(*qp);
+    if (dev_.fw.caps().gen(ifc::cmd_hca_cap::bf) && ds && ds * 16 <= kBfBufSize) {
+        // May be the start of a BlueFlame copy of this WQE.
+        cap.active = true;
+        cap.qpn = qpn;
+        cap.index = index;
+        cap.expected = ds * 16;
+        cap.got = 8;
+        store_be32(cap.bytes.data(), head);
+        store_be32(cap.bytes.data() + 4, qpn_ds);
+    }
+    if (!qp->sq_pending) {
+        qp->sq_pending = true;
+        sq_pending_.push_back(qpn);
+    }
+}
+
+void QpTable::process_pending() {
+    while (!sq_pending_.empty()) {
+        const uint32_t qpn = sq_pending_.front();
+        sq_pending_.pop_front();
+        if (Qp *qp = find(qpn)) {
+            qp->sq_pending = false;
+            process_sq(*qp);
+        }
+    }
+}
+
+// The WQE at index: the copy a BlueFlame write delivered, or WQEBBs
+// fetched from the SQ buffer (a WQE may wrap from the last WQEBB to the
+// first). Leaves it in wqe_buf_; bbs is the number of WQEBBs it occupies.
+QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs) {
+    const uint32_t nbb = qp.sq_wqebbs();
+    const uint32_t max_ds = static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_sq)) / 16;
+    if (!qp.bf_wqes.empty()) {
+        auto it = qp.bf_wqes.find(index);
+        if (it != qp.bf_wqes.end()) {
+            wqe_buf_ = it->second;  // dropped by consume_wqe()
+            ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
+            bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
+            dev_.trace(kTrWqe, "blueflame qpn=0x{:x} index=0x{:x}: executing the WQE from the BlueFlame write",
+                       qp.qpn, index);
+            return bbs > static_cast<uint16_t>(pi - index) ? Fetch::BadSize : Fetch::Ok;
+        }
+    }
+    const uint64_t first = qp.sq_offset + uint64_t{index & (nbb - 1)} * kWqeBb;
+    wqe_buf_.resize(kWqeBb);
+    if (!dev_.dma_read(qp.buf.addr(first), wqe_buf_.data(), kWqeBb)) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x} is not guest memory", qp.qpn, index);
+        return Fetch::NotReadable;
+    }
+    ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
+    bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
+    if (ds == 0 || ds > max_ds || bbs > static_cast<uint16_t>(pi - index)) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: DS {} (max {}, {} WQEBBs posted)", qp.qpn, index, ds, max_ds,
+                         static_cast<uint16_t>(pi - index));
+        return Fetch::BadSize;
+    }
+    wqe_buf_.resize(bbs * kWqeBb);
+    for (uint32_t b = 1; b < bbs; ++b) {
+        const uint64_t off = qp.sq_offset + uint64_t{(index + b) & (nbb - 1)} * kWqeBb;
+        if (!dev_.dma_read(qp.buf.addr(off), wqe_buf_.data() + b * kWqeBb, kWqeBb)) {
+            return Fetch::NotReadable;
+        }
+    }
+    return Fetch::Ok;
+}
+
+void QpTable::consume_wqe(Qp &qp, uint32_t bbs) {
+    if (!qp.bf_wqes.empty()) {
+        for (uint32_t b = 0; b < bbs; ++b) {
+            qp.bf_wqes.erase(static_cast<uint16_t>(qp.sq_ci + b));
+        }
+    }
+    qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + bbs);
 }
 
 void QpTable::process_sq(Qp &qp) {
@@ -89,38 +204,22 @@ void QpTable::process_sq(Qp &qp) {
         rc_process_sq(qp, pi);
         return;
     }
-    const uint32_t max_ds = static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_sq)) / 16;
     while (qp.sq_ci != pi && qp.state == QpState::Rts) {
         const uint16_t index = qp.sq_ci;
-        const uint64_t first = qp.sq_offset + uint64_t{index & (nbb - 1)} * kWqeBb;
-        CtrlSeg ctrl;
-        if (!dev_.dma_read(qp.buf.addr(first), &ctrl, sizeof(ctrl))) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x} is not guest memory", qp.qpn, index);
+        uint32_t ds = 0, bbs = 0;
+        switch (fetch_wqe(qp, index, pi, ds, bbs)) {
+        case Fetch::Ok:
+            break;
+        case Fetch::NotReadable:
             to_error(qp, "WQE not readable");
             return;
-        }
-        const uint32_t ds = ctrl.qpn_ds.get() & 0x3f;
-        const uint32_t bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
-        if (ds == 0 || ds > max_ds || bbs > static_cast<uint16_t>(pi - index)) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: DS {} (max {}, {} WQEBBs posted)", qp.qpn, index, ds, max_ds,
-                             static_cast<uint16_t>(pi - index));
+        case Fetch::BadSize:
             qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + 1);
-            req_err_cqe(qp, index, static_cast<uint8_t>(ctrl.opmod_idx_opcode.get()), kSyndLocalQpOp);
+            req_err_cqe(qp, index, wqe_buf_[3], kSyndLocalQpOp);
             to_error(qp, "bad WQE size");
             return;
         }
-        // Gather the WQEBBs; the WQE may wrap from the last WQEBB to the first.
-        wqe_buf_.resize(bbs * kWqeBb);
-        bool ok = true;
-        for (uint32_t b = 0; b < bbs && ok; ++b) {
-            const uint64_t off = qp.sq_offset + uint64_t{(index + b) & (nbb - 1)} * kWqeBb;
-            ok = dev_.dma_read(qp.buf.addr(off), wqe_buf_.data() + b * kWqeBb, kWqeBb);
-        }
-        if (!ok) {
-            to_error(qp, "WQE not readable");
-            return;
-        }
-        qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + bbs);
+        consume_wqe(qp, bbs);
         execute_wqe(qp, index, {wqe_buf_.data(), ds * 16});
     }
 }

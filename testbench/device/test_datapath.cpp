@@ -262,7 +262,7 @@ TEST_CASE("WQEs wrap the send ring; bogus doorbells do no harm", "[dp][sq]") {
     const uint64_t errors = s.b.dev.counters.guest_errors;
     uint8_t db[8] = {0, 0, 0, 0x0a, 0x12, 0x34, 0x56, 0x01};  // QP 0x123456 does not exist
     s.d.bar_write(uint64_t{s.uar} * 4096 + 0x800, db, 8);
-    s.d.bar_write(uint64_t{s.uar} * 4096 + 0x810, db, 8);  // BlueFlame area without BlueFlame
+    s.d.bar_write(uint64_t{s.uar} * 4096 + 0x910, db, 8);  // BlueFlame continuation without a head
     s.d.bar_write(uint64_t{s.uar + 1} * 4096 + 0x800, db, 8);  // unallocated UAR
     s.b.pump();
     CHECK(s.b.dev.counters.guest_errors >= errors + 3);
@@ -274,4 +274,116 @@ TEST_CASE("WQEs wrap the send ring; bogus doorbells do no harm", "[dp][sq]") {
     s.d.bar_write(uint64_t{s.uar} * 4096 + 0x800, real, 8);
     s.b.pump();
     CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
+}
+
+TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's write-combining test)", "[dp][bf]") {
+    Setup s;
+    REQUIRE(s.b.dev.fw.caps().gen(ifc::cmd_hca_cap::bf) == 1);
+    auto a = s.ud(1);
+    // mem.c post_send_nop(): unsignalled NOPs in memory, each copied with
+    // CE set as 8 x 8-byte writes, alternating half-buffers; all written
+    // before the device runs.
+    const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
+    uint32_t half = 0;
+    const int n = 6;
+    for (int i = 0; i < n; ++i) {
+        uint8_t w[64] = {};
+        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
+        hca::store_be32(w + 4, a.qpn << 8 | 1);
+        s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
+        ++a.sq_pi;
+        s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+        w[11] = hca::kCeCqUpdate;
+        for (int k = 0; k < 8; ++k) {
+            s.d.bar_write(base + half + k * 8, w + k * 8, 8);
+        }
+        half ^= 256;
+    }
+    s.b.pump();
+    int cqes = 0;
+    while (auto c = s.d.next_cqe(s.scq)) {
+        CHECK(cqe_opcode(*c) == hca::kCqeReq);
+        CHECK(be32(*c, 0x3c) >> 16 == static_cast<uint32_t>(cqes));  // wqe_counter
+        ++cqes;
+    }
+    CHECK(cqes == n);
+    CHECK(s.b.dev.qps.bf_executed() == n);
+
+    // The same WQEs rung with an 8-byte doorbell only: executed from memory
+    // (unsignalled), so no completion.
+    for (int i = 0; i < 3; ++i) {
+        uint8_t w[64] = {};
+        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
+        hca::store_be32(w + 4, a.qpn << 8 | 1);
+        s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
+        ++a.sq_pi;
+        s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+        s.d.bar_write(base + half, w, 8);
+        half ^= 256;
+    }
+    s.b.pump();
+    CHECK(!s.d.next_cqe(s.scq));
+}
+
+TEST_CASE("BlueFlame: a SEND with inline data from the write; torn and stray writes fall back", "[dp][bf]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(1);
+    const uint64_t rbuf = s.b.host.alloc(512, 64);
+    s.d.post_recv(bq, s.lkey, rbuf, 512);
+    s.d.post_recv(bq, s.lkey, rbuf, 512);
+    // ctrl + datagram + 20 inline bytes = 16 + 48 + 24 -> ds 6, 2 WQEBBs.
+    auto build = [&](uint8_t fill, uint8_t *w) {
+        std::memset(w, 0, 128);
+        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeSend);
+        hca::store_be32(w + 4, a.qpn << 8 | 6);
+        w[11] = hca::kCeCqUpdate;
+        hca::store_be32(w + 16, 1);                     // Q_Key
+        hca::store_be32(w + 24, 0x80000000u | bq.qpn);  // DQPN
+        hca::store_be16(w + 16 + 0x0e, 5);              // DLID
+        hca::store_be32(w + 64, 0x80000000u | 20);
+        std::memset(w + 68, fill, 20);
+    };
+    const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
+    uint8_t mem_copy[128], bf_copy[128];
+    build(0x11, mem_copy);
+    build(0x22, bf_copy);
+    s.b.host.write(a.sq_addr(a.sq_pi), mem_copy, 64);
+    s.b.host.write(a.sq_addr(a.sq_pi + 1), mem_copy + 64, 64);
+    a.sq_pi += 2;
+    s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+    // libmlx5 may copy with 16-byte stores that arrive as 8-byte halves,
+    // and 32-bit pieces are accepted too.
+    s.d.bar_write(base, bf_copy, 8);
+    for (int k = 8; k < 128; k += 4) {
+        s.d.bar_write(base + k, bf_copy + k, 4);
+    }
+    s.b.pump();
+    auto rc = s.d.next_cqe(s.rcq);
+    REQUIRE(rc);
+    CHECK(be32(*rc, 0x2c) == 40 + 20);
+    CHECK(s.b.host.mem(rbuf + 40, 1)[0] == 0x22);  // the BlueFlame bytes were sent
+
+    // Torn: the head and 16 of the 96 bytes arrive; memory is used.
+    build(0x33, mem_copy);
+    build(0x44, bf_copy);
+    s.b.host.write(a.sq_addr(a.sq_pi), mem_copy, 64);
+    s.b.host.write(a.sq_addr(a.sq_pi + 1), mem_copy + 64, 64);
+    a.sq_pi += 2;
+    s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+    s.d.bar_write(base + 256, bf_copy, 8);
+    s.d.bar_write(base + 256 + 8, bf_copy + 8, 8);
+    s.b.pump();
+    rc = s.d.next_cqe(s.rcq);
+    REQUIRE(rc);
+    CHECK(s.b.host.mem(rbuf + 40, 1)[0] == 0x33);
+    // The rest arriving late, and writes in the middle of a buffer with no
+    // head, are errors the device reports and ignores.
+    const uint64_t errors = s.b.dev.counters.guest_errors;
+    s.d.bar_write(base + 256 + 24, bf_copy + 24, 8);
+    s.d.bar_write(base + 512 + 40, bf_copy, 8);
+    s.b.pump();
+    CHECK(s.b.dev.counters.guest_errors >= errors + 2);
+    CHECK(!s.d.next_cqe(s.rcq));
+    CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Rts);
 }
