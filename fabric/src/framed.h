@@ -12,9 +12,9 @@
 
 #include "asio.h"
 
-namespace fabric {
+#include "frame.h"
 
-using Frame = std::shared_ptr<const std::vector<uint8_t>>;
+namespace fabric {
 
 class FramedConn : public std::enable_shared_from_this<FramedConn> {
   public:

@@ -1,4 +1,5 @@
-// hcasim-fabric: the daemon the VMs of one run connect to.
+// hcasim-fabric: the daemon the VMs of one run connect to: the management
+// Ethernet hub and the InfiniBand switch (with its subnet manager and SA).
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -8,32 +9,138 @@
 #include "asio.h"
 #include <fmt/format.h>
 
+#include "control.h"
 #include "eth_hub.h"
+#include "event_loop.h"
+#include "ib_fabric.h"
+#include "link_port.h"
+#include "log.h"
+
+namespace {
+
+// GUIDs are given in hex (0x...) or decimal.
+bool parse_u64(const std::string &s, uint64_t &out) {
+    try {
+        size_t pos = 0;
+        out = std::stoull(s, &pos, 0);
+        return pos == s.size();
+    } catch (const std::exception &) {
+        return false;
+    }
+}
+
+}  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"hcasim fabric: management Ethernet switch (and InfiniBand switch) for hcasim VMs"};
-    std::string eth_socket;
-    std::string ready_file;
+    CLI::App app{"hcasim fabric: management Ethernet switch and InfiniBand switch for hcasim VMs"};
+    std::string eth_socket, ready_file, ib_dir, control_socket, capture, log_file, rate = "4xQDR";
+    std::string switch_guid = "0x0002c90300ffff00";
+    unsigned ib_ports = 8, mtu = 4096;
+    uint64_t seed = 1, capture_max = 512ull << 20;
+    double drop = 0, corrupt = 0;
+    uint32_t delay_us = 0;
+    bool no_sm = false;
     app.add_option("--eth-socket", eth_socket, "Unix socket for the VMs' management virtio-net (-netdev stream)");
     app.add_option("--ready-file", ready_file, "File created once every socket listens");
+    app.add_option("--ib-socket-dir", ib_dir, "Directory of the InfiniBand link sockets port1.sock ... portN.sock");
+    app.add_option("--ib-ports", ib_ports, "Number of external switch ports")->check(CLI::Range(1, 64))->capture_default_str();
+    app.add_option("--control-socket", control_socket, "Unix socket of the line-based control interface");
+    app.add_option("--switch-guid", switch_guid, "Node GUID of the switch")->capture_default_str();
+    app.add_option("--mtu", mtu, "Link MTU: 256, 512, 1024, 2048 or 4096")
+        ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}))
+        ->capture_default_str();
+    app.add_option("--rate", rate, "Link width and speed reported in PortInfo: 1x|4x|8x|12x with SDR|DDR|QDR")
+        ->capture_default_str();
+    app.add_flag("--no-sm", no_sm, "No built-in SM/SA (an opensm in a guest manages the fabric)");
+    app.add_option("--drop", drop, "Percent of packets lost on every link")->check(CLI::Range(0.0, 100.0));
+    app.add_option("--corrupt", corrupt, "Percent of packets with a flipped bit on every link")
+        ->check(CLI::Range(0.0, 100.0));
+    app.add_option("--delay-us", delay_us, "Delay of packets towards every device, microseconds")
+        ->check(CLI::Range(0u, 10000000u));
+    app.add_option("--seed", seed, "Seed of the fault injection")->capture_default_str();
+    app.add_option("--capture", capture, "pcapng file of every packet entering the switch (ERF InfiniBand)");
+    app.add_option("--capture-max-bytes", capture_max, "Size limit of the capture file")->capture_default_str();
+    app.add_option("--log", log_file, "Log file (default: stdout)");
     CLI11_PARSE(app, argc, argv);
 
+    fabric::FabricOptions opt;
+    if (!parse_u64(switch_guid, opt.sw.node_guid)) {
+        fmt::print(stderr, "hcasim-fabric: bad --switch-guid '{}'\n", switch_guid);
+        return 2;
+    }
+    const auto r = fabric::parse_link_rate(rate);
+    if (!r) {
+        fmt::print(stderr, "hcasim-fabric: bad --rate '{}' (e.g. 4xQDR, 1xSDR, 12xDDR)\n", rate);
+        return 2;
+    }
+    opt.sw.rate = *r;
+    opt.sw.mtu = *fabric::mtu_code(mtu);
+    opt.sw.num_ports = static_cast<uint8_t>(ib_ports);
+    opt.sw.seed = seed;
+    opt.sm = !no_sm;
+    opt.capture = capture;
+    opt.capture_max_bytes = capture_max;
+    opt.drop_pct = drop;
+    opt.corrupt_pct = corrupt;
+    opt.delay_us = delay_us;
+
     boost::asio::io_context io;
+    fabric::AsioLoop loop(io);
+    std::unique_ptr<fabric::Log> log;
     std::unique_ptr<fabric::EthHub> eth;
+    std::unique_ptr<fabric::IbFabric> ib;
+    std::unique_ptr<fabric::LinkServer> links;
+    std::unique_ptr<fabric::ControlCommands> cmds;
+    std::unique_ptr<fabric::ControlServer> control;
     try {
+        log = std::make_unique<fabric::Log>(log_file);
         if (!eth_socket.empty()) {
             eth = std::make_unique<fabric::EthHub>(io, eth_socket);
+        }
+        if (!ib_dir.empty()) {
+            ib = std::make_unique<fabric::IbFabric>(loop, *log, opt);
+            links = std::make_unique<fabric::LinkServer>(io, ib->sw(), *log, ib_dir);
+        }
+        cmds = std::make_unique<fabric::ControlCommands>(ib.get(), [&eth]() -> std::string {
+            if (!eth) {
+                return {};
+            }
+            return fmt::format("eth: ports={} frames={} flooded={} bytes={}\n", eth->ports(), eth->stats().frames,
+                               eth->stats().flooded, eth->stats().bytes);
+        });
+        if (!control_socket.empty()) {
+            control = std::make_unique<fabric::ControlServer>(io, control_socket, *cmds);
         }
     } catch (const std::exception &e) {
         fmt::print(stderr, "hcasim-fabric: {}\n", e.what());
         return 1;
     }
+    if (ib) {
+        ib->start();
+    }
+    // Flush the capture now and then so a reader sees recent packets.
+    std::function<void()> flush_tick = [&] {
+        if (ib) {
+            ib->flush();
+        }
+        loop.after(1000000, flush_tick);
+    };
+    loop.after(1000000, flush_tick);
+
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code, int sig) {
-        fmt::print("hcasim-fabric: signal {}, exiting\n", sig);
+        log->info("fabric", "signal {}, exiting", sig);
         if (eth) {
-            fmt::print("eth: frames={} flooded={} bytes={}\n", eth->stats().frames, eth->stats().flooded,
-                       eth->stats().bytes);
+            log->info("eth", "frames={} flooded={} bytes={}", eth->stats().frames, eth->stats().flooded,
+                      eth->stats().bytes);
+        }
+        if (ib) {
+            std::string s = ib->stats_text();
+            while (!s.empty() && s.back() == '\n') {
+                s.pop_back();
+            }
+            log->info("fabric", "final counters:\n{}", s);
+            ib->flush();
         }
         io.stop();
     });
@@ -42,8 +149,18 @@ int main(int argc, char **argv) {
             std::fclose(f);
         }
     }
-    fmt::print("hcasim-fabric: listening{}{}\n", eth ? " eth=" : "", eth_socket);
-    std::fflush(stdout);
+    std::string what;
+    if (eth) {
+        what += " eth=" + eth_socket;
+    }
+    if (ib) {
+        what += fmt::format(" ib={} ({} ports{})", ib_dir, ib_ports, no_sm ? ", no SM" : "");
+    }
+    if (control) {
+        what += " control=" + control_socket;
+    }
+    log->info("hcasim-fabric", "listening{}", what);
+    log->flush();
     io.run();
     return 0;
 }

@@ -1,0 +1,221 @@
+#include "control.h"
+
+#include <charconv>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ib_fabric.h"
+
+namespace fabric {
+
+namespace {
+
+std::vector<std::string> split(const std::string &line) {
+    std::istringstream in(line);
+    std::vector<std::string> w;
+    std::string s;
+    while (in >> s) {
+        w.push_back(s);
+    }
+    return w;
+}
+
+bool parse_double(const std::string &s, double &out) {
+    const char *b = s.data(), *e = s.data() + s.size();
+    auto [p, ec] = std::from_chars(b, e, out);
+    return ec == std::errc{} && p == e;
+}
+
+bool parse_u32(const std::string &s, uint32_t &out) {
+    const char *b = s.data(), *e = s.data() + s.size();
+    auto [p, ec] = std::from_chars(b, e, out);
+    return ec == std::errc{} && p == e;
+}
+
+constexpr const char *kHelp =
+    "ports\n"
+    "link PORT down|up\n"
+    "drop PORT PERCENT\n"
+    "corrupt PORT PERCENT\n"
+    "delay PORT MICROSECONDS\n"
+    "sm restart\n"
+    "sm status\n"
+    "groups\n"
+    "stats\n"
+    "help\n";
+
+}  // namespace
+
+ControlCommands::ControlCommands(IbFabric *fabric, std::function<std::string()> extra_stats)
+    : fabric_(fabric), extra_stats_(std::move(extra_stats)) {}
+
+std::string ControlCommands::execute(const std::string &line) {
+    const auto w = split(line);
+    if (w.empty()) {
+        return "error empty command\n";
+    }
+    const std::string &cmd = w[0];
+    if (cmd == "help") {
+        return std::string(kHelp) + "ok\n";
+    }
+    if (cmd == "stats" && w.size() == 1) {
+        std::string s = fabric_ ? fabric_->stats_text() : std::string();
+        if (extra_stats_) {
+            s += extra_stats_();
+        }
+        return s + "ok\n";
+    }
+    if (!fabric_) {
+        return "error no InfiniBand switch (start with --ib-socket-dir)\n";
+    }
+    IbSwitch &sw = fabric_->sw();
+    // The ports a PORT argument names.
+    auto ports = [&](const std::string &arg, std::vector<uint8_t> &out) -> bool {
+        if (arg == "all") {
+            for (uint8_t k = 1; k <= sw.num_ports(); ++k) {
+                out.push_back(k);
+            }
+            return true;
+        }
+        uint32_t n = 0;
+        if (!parse_u32(arg, n) || n < 1 || n > sw.num_ports()) {
+            return false;
+        }
+        out.push_back(static_cast<uint8_t>(n));
+        return true;
+    };
+    if (cmd == "ports" && w.size() == 1) {
+        return fabric_->ports_text() + "ok\n";
+    }
+    if (cmd == "groups" && w.size() == 1) {
+        if (!fabric_->sa()) {
+            return "error no SA (started with --no-sm)\n";
+        }
+        return fabric_->groups_text() + "ok\n";
+    }
+    if (cmd == "link" && w.size() == 3) {
+        std::vector<uint8_t> ps;
+        if (!ports(w[1], ps)) {
+            return fmt::format("error bad port '{}' (1..{} or all)\n", w[1], sw.num_ports());
+        }
+        if (w[2] != "up" && w[2] != "down") {
+            return "error expected up or down\n";
+        }
+        for (uint8_t p : ps) {
+            sw.set_admin(p, w[2] == "up");
+        }
+        return "ok\n";
+    }
+    if ((cmd == "drop" || cmd == "corrupt" || cmd == "delay") && w.size() == 3) {
+        std::vector<uint8_t> ps;
+        if (!ports(w[1], ps)) {
+            return fmt::format("error bad port '{}' (1..{} or all)\n", w[1], sw.num_ports());
+        }
+        FaultInjector &f = sw.faults();
+        if (cmd == "delay") {
+            uint32_t us = 0;
+            if (!parse_u32(w[2], us) || us > FaultInjector::kMaxDelayUs) {
+                return fmt::format("error bad delay '{}' (0..{} microseconds)\n", w[2], FaultInjector::kMaxDelayUs);
+            }
+            for (uint8_t p : ps) {
+                f.set_delay(p, us);
+            }
+            return "ok\n";
+        }
+        double pct = 0;
+        if (!parse_double(w[2], pct) || !(pct >= 0 && pct <= 100)) {
+            return fmt::format("error bad percentage '{}' (0..100)\n", w[2]);
+        }
+        for (uint8_t p : ps) {
+            cmd == "drop" ? f.set_drop(p, pct) : f.set_corrupt(p, pct);
+        }
+        return "ok\n";
+    }
+    if (cmd == "sm" && w.size() == 2) {
+        SubnetManager *sm = fabric_->sm();
+        if (!sm) {
+            return "error no SM (started with --no-sm)\n";
+        }
+        if (w[1] == "restart") {
+            sm->restart();
+            return "ok\n";
+        }
+        if (w[1] == "status") {
+            return sm->status() + "ok\n";
+        }
+        return "error expected 'sm restart' or 'sm status'\n";
+    }
+    return fmt::format("error unknown command '{}' (try help)\n", line.size() > 80 ? line.substr(0, 80) : line);
+}
+
+// One client connection: reads lines, writes replies in order.
+class ControlServer::Session : public std::enable_shared_from_this<ControlServer::Session> {
+  public:
+    Session(boost::asio::local::stream_protocol::socket s, ControlCommands &cmds)
+        : sock_(std::move(s)), cmds_(cmds), buf_(kMaxLine) {}
+    void start() { read(); }
+
+  private:
+    void read() {
+        auto self = shared_from_this();
+        boost::asio::async_read_until(sock_, buf_, '\n', [this, self](boost::system::error_code ec, size_t n) {
+            if (ec) {
+                if (ec == boost::asio::error::not_found) {
+                    reply("error line too long\n", true);
+                }
+                return;
+            }
+            std::string line(boost::asio::buffers_begin(buf_.data()),
+                             boost::asio::buffers_begin(buf_.data()) + static_cast<ptrdiff_t>(n));
+            buf_.consume(n);
+            while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+                line.pop_back();
+            }
+            reply(cmds_.execute(line), false);
+        });
+    }
+    void reply(std::string text, bool close) {
+        auto self = shared_from_this();
+        auto out = std::make_shared<std::string>(std::move(text));
+        boost::asio::async_write(sock_, boost::asio::buffer(*out),
+                                 [this, self, out, close](boost::system::error_code ec, size_t) {
+                                     if (!ec && !close) {
+                                         read();
+                                     }
+                                 });
+    }
+
+    boost::asio::local::stream_protocol::socket sock_;
+    ControlCommands &cmds_;
+    boost::asio::streambuf buf_;
+};
+
+ControlServer::ControlServer(boost::asio::io_context &io, const std::string &path, ControlCommands &cmds)
+    : acceptor_(io), cmds_(cmds), path_(path) {
+    ::unlink(path.c_str());
+    boost::asio::local::stream_protocol::endpoint ep(path);
+    acceptor_.open(ep.protocol());
+    acceptor_.bind(ep);
+    acceptor_.listen();
+    accept();
+}
+
+ControlServer::~ControlServer() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    ::unlink(path_.c_str());
+}
+
+void ControlServer::accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, boost::asio::local::stream_protocol::socket s) {
+        if (ec) {
+            return;
+        }
+        std::make_shared<Session>(std::move(s), cmds_)->start();
+        accept();
+    });
+}
+
+}  // namespace fabric

@@ -1,0 +1,61 @@
+// The control interface of hcasim-fabric: one text command per line, the
+// reply is zero or more lines and then "ok" or "error <reason>".
+//
+//   ports                     state and counters of every port
+//   link PORT down|up         drop/restore a port's physical link (the
+//                             device gets link-state frames); the socket
+//                             stays connected
+//   drop PORT PERCENT         lose PERCENT of the packets on PORT's link
+//   corrupt PORT PERCENT      flip a bit in PERCENT of them
+//   delay PORT MICROSECONDS   delay packets towards the device
+//   sm restart                the SM forgets the subnet and sweeps again,
+//                             setting ClientReregister on configured ports
+//   sm status                 SM state per port
+//   groups                    multicast groups and members
+//   stats                     switch, SMA, SM, SA, RMPP, capture counters
+//   help
+//
+// PORT is a port number or "all".  ControlCommands is the interpreter
+// (tested without sockets); ControlServer serves it on a unix socket.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "asio.h"
+
+namespace fabric {
+
+class IbFabric;
+
+class ControlCommands {
+  public:
+    // fabric may be null (no InfiniBand side); extra_stats adds lines to
+    // `stats` (the Ethernet hub).
+    explicit ControlCommands(IbFabric *fabric, std::function<std::string()> extra_stats = {});
+    // The reply to one line, ending with "ok\n" or "error ...\n".
+    std::string execute(const std::string &line);
+
+  private:
+    IbFabric *fabric_;
+    std::function<std::string()> extra_stats_;
+};
+
+class ControlServer {
+  public:
+    static constexpr size_t kMaxLine = 4096;
+    ControlServer(boost::asio::io_context &io, const std::string &path, ControlCommands &cmds);
+    ~ControlServer();
+
+  private:
+    class Session;
+    void accept();
+
+    boost::asio::local::stream_protocol::acceptor acceptor_;
+    ControlCommands &cmds_;
+    std::string path_;
+};
+
+}  // namespace fabric

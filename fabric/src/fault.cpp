@@ -1,0 +1,56 @@
+#include "fault.h"
+
+#include <cmath>
+
+namespace fabric {
+
+FaultInjector::FaultInjector(uint64_t seed, size_t num_ports) : cfg_(num_ports + 1), rng_(seed) {}
+
+namespace {
+bool valid_pct(double pct) { return std::isfinite(pct) && pct >= 0 && pct <= 100; }
+}  // namespace
+
+bool FaultInjector::set_drop(uint8_t port, double pct) {
+    if (port == 0 || port >= cfg_.size() || !valid_pct(pct)) {
+        return false;
+    }
+    cfg_[port].drop_pct = pct;
+    return true;
+}
+
+bool FaultInjector::set_corrupt(uint8_t port, double pct) {
+    if (port == 0 || port >= cfg_.size() || !valid_pct(pct)) {
+        return false;
+    }
+    cfg_[port].corrupt_pct = pct;
+    return true;
+}
+
+bool FaultInjector::set_delay(uint8_t port, uint32_t us) {
+    if (port == 0 || port >= cfg_.size() || us > kMaxDelayUs) {
+        return false;
+    }
+    cfg_[port].delay_us = us;
+    return true;
+}
+
+bool FaultInjector::roll(double pct) {
+    if (pct <= 0) {
+        return false;
+    }
+    // Integer arithmetic on the raw generator output: the same on every
+    // standard library, unlike the std:: distributions.
+    const uint64_t threshold = static_cast<uint64_t>(std::llround(pct * 10000.0));  // parts per million
+    return rng_() % 1000000 < threshold;
+}
+
+void FaultInjector::corrupt(std::vector<uint8_t> &pkt, size_t begin) {
+    if (pkt.size() <= begin) {
+        return;
+    }
+    const uint64_t r = rng_();
+    const size_t byte = begin + static_cast<size_t>(r % (pkt.size() - begin));
+    pkt[byte] = static_cast<uint8_t>(pkt[byte] ^ (1u << ((r >> 32) % 8)));
+}
+
+}  // namespace fabric

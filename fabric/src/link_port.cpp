@@ -1,0 +1,125 @@
+#include "link_port.h"
+
+#include <filesystem>
+
+#include "be.h"
+
+namespace fabric {
+
+namespace asio = boost::asio;
+using asio::local::stream_protocol;
+
+// One switch port's listening socket and its (single) device connection.
+class LinkServer::Port : public PortSink {
+  public:
+    Port(LinkServer &srv, asio::io_context &io, IbSwitch &sw, Log &log, uint8_t num, const std::string &path)
+        : srv_(srv), sw_(sw), log_(log), num_(num), path_(path), acceptor_(io) {
+        ::unlink(path.c_str());
+        stream_protocol::endpoint ep(path);
+        acceptor_.open(ep.protocol());
+        acceptor_.bind(ep);
+        acceptor_.listen();
+        accept();
+    }
+    ~Port() override {
+        boost::system::error_code ec;
+        acceptor_.close(ec);
+        if (conn_) {
+            auto c = std::move(conn_);
+            sw_.detach(num_);
+            c->close();
+        }
+        ::unlink(path_.c_str());
+    }
+
+    void deliver(const Frame &f) override {
+        if (conn_) {
+            conn_->send(f);
+        }
+    }
+    void link_state(bool up) override {
+        if (conn_) {
+            conn_->send(make_link_state_frame(up));
+        }
+    }
+
+  private:
+    void accept() {
+        acceptor_.async_accept([this](boost::system::error_code ec, stream_protocol::socket sock) {
+            if (ec) {
+                return;
+            }
+            if (conn_) {
+                // One device per port: a second client is refused.
+                ++srv_.refused_;
+                if (log_.allow("link")) {
+                    log_.warn("link", "port {}: a second client connected; closing it", num_);
+                }
+                boost::system::error_code ignored;
+                sock.close(ignored);
+                accept();
+                return;
+            }
+            conn_ = std::make_shared<FramedConn>(
+                std::move(sock), [this](FramedConn &, Frame f) { on_frame(std::move(f)); },
+                [this](FramedConn &c) { on_close(c); });
+            conn_->start();
+            sw_.attach(num_, this);
+            accept();
+        });
+    }
+
+    void on_frame(Frame f) {
+        LinkFrameView lf;
+        if (!parse_link_frame(*f, lf)) {
+            ++srv_.bad_frames_;
+            return;
+        }
+        switch (lf.type) {
+        case iba::link::kPacket:
+            sw_.receive(num_, f);
+            break;
+        case iba::link::kHello:
+            if (lf.body.size() < 17) {
+                ++srv_.bad_frames_;
+                return;
+            }
+            sw_.hello(num_, hca::load_be64(lf.body.data()), hca::load_be64(lf.body.data() + 8), lf.body[16]);
+            break;
+        default:
+            ++srv_.bad_frames_;  // link-state frames go the other way
+            break;
+        }
+    }
+
+    void on_close(FramedConn &c) {
+        if (conn_.get() != &c) {
+            return;
+        }
+        auto keep = std::move(conn_);
+        sw_.detach(num_);
+    }
+
+    LinkServer &srv_;
+    IbSwitch &sw_;
+    Log &log_;
+    uint8_t num_;
+    std::string path_;
+    stream_protocol::acceptor acceptor_;
+    std::shared_ptr<FramedConn> conn_;
+};
+
+std::string LinkServer::socket_path(const std::string &dir, unsigned port) {
+    return dir + "/port" + std::to_string(port) + ".sock";
+}
+
+LinkServer::LinkServer(asio::io_context &io, IbSwitch &sw, Log &log, const std::string &dir) {
+    std::filesystem::create_directories(dir);
+    for (uint8_t k = 1; k <= sw.num_ports(); ++k) {
+        ports_.push_back(std::make_unique<Port>(*this, io, sw, log, k, socket_path(dir, k)));
+    }
+}
+
+LinkServer::~LinkServer() = default;
+
+}  // namespace fabric

@@ -1,0 +1,37 @@
+// The devices' link sockets: DIR/port<k>.sock for switch ports 1..N (unix
+// stream, FramedConn framing, iba/link.h frames).  Port k's physical link
+// is up while exactly one client is connected to port<k>.sock; a second
+// client is closed at once.  On connect the client gets a link-state (up)
+// frame, sends a hello (its GUIDs, logged) and then packet frames.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "asio.h"
+
+#include "framed.h"
+#include "log.h"
+#include "switch.h"
+
+namespace fabric {
+
+class LinkServer {
+  public:
+    // Creates dir if needed; throws on socket errors.
+    LinkServer(boost::asio::io_context &io, IbSwitch &sw, Log &log, const std::string &dir);
+    ~LinkServer();
+    static std::string socket_path(const std::string &dir, unsigned port);
+
+    uint64_t refused() const { return refused_; }
+    uint64_t bad_frames() const { return bad_frames_; }
+
+  private:
+    class Port;
+    std::vector<std::unique_ptr<Port>> ports_;
+    uint64_t refused_ = 0;
+    uint64_t bad_frames_ = 0;
+};
+
+}  // namespace fabric

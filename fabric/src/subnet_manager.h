@@ -1,0 +1,187 @@
+// The built-in subnet manager (IBA Vol. 1 ch. 14.4) at the switch's
+// management port, LID 1.  It configures the switch through hop-0 SMPs to
+// its own SMA and every channel adapter only through directed-route SMPs on
+// the wire: for the CA behind switch port k, path [0, k]:
+//   Get NodeInfo, Get NodeDescription, Get PortInfo,
+//   Set PortInfo (LID k+1, MasterSMLID 1, ..., PortState Armed),
+//   Set PortInfo (PortState Active),
+// with the switch port k taken Armed/Active alongside and the LFT entry
+// programmed in between.  Each SMP waits 500 ms and is sent again up to
+// three times (same TID); a port whose CA does not answer (guest driver
+// not loaded yet) is tried again at the next sweep.  Sweeps run on link
+// changes, every 5 s, and on `sm restart`, which forgets everything and
+// sets ClientReregister on the ports it finds configured.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event_loop.h"
+#include "fdb.h"
+#include "ib_enums.h"
+#include "log.h"
+#include "mad_util.h"
+
+namespace fabric {
+
+class IbSwitch;
+
+// An end port of the subnet as the SM knows it: the switch's management
+// port or a CA port the SM configured.
+struct Endport {
+    bool is_switch = false;
+    uint8_t switch_port = 0;  // where a CA is attached; 0 for the switch
+    uint16_t lid = 0;
+    uint64_t node_guid = 0;
+    uint64_t port_guid = 0;
+    uint8_t port_num = 0;     // the node's own port number
+    uint8_t mtu = kMtu256;    // active MTU code (NeighborMTU)
+    uint8_t rate = 2;         // static rate code of the link
+    std::array<uint8_t, 40> node_info{};
+    std::array<uint8_t, 64> node_desc{};
+    std::array<uint8_t, 64> port_info{};
+
+    iba::Gid gid(uint64_t prefix = 0xfe80000000000000ull) const;
+};
+
+// The per-CA-port state machine of the SM, with names for logs and status.
+enum class CaState : uint8_t {
+    NoLink,        // the switch port's physical link is down
+    Discover,      // Get NodeInfo
+    Describe,      // Get NodeDescription
+    ReadPort,      // Get PortInfo
+    Arm,           // Set PortInfo ... PortState Armed
+    Activate,      // Set PortInfo PortState Active
+    Refresh,       // Set PortInfo on an Active port (fields, ClientReregister)
+    Active,        // configured
+    Verify,        // periodic Get PortInfo of an Active port
+    Unresponsive,  // no answer (driver not loaded?); retried every sweep
+    Unsupported,   // not a channel adapter (a second switch, a router)
+};
+const char *ca_state_name(CaState s);
+
+class SubnetManager {
+  public:
+    struct Config {
+        uint16_t sm_lid = 1;
+        uint32_t smp_timeout_us = 500000;
+        unsigned retries = 3;
+        uint32_t sweep_interval_us = 5000000;
+        uint8_t subnet_timeout = 18;
+        uint8_t life_time = 18;     // SwitchInfo:LifeTimeValue
+        uint8_t priority = 15;      // SMInfo
+    };
+    using SmpCallback = std::function<void(const Mad *resp)>;  // nullptr: timed out
+
+    SubnetManager(IbSwitch &sw, EventLoop &loop, Log &log, const Config &cfg);
+    ~SubnetManager();
+    SubnetManager(const SubnetManager &) = delete;
+    SubnetManager &operator=(const SubnetManager &) = delete;
+
+    // Registers with the switch and sweeps.
+    void start();
+    // `sm restart`: forget everything, sweep, set ClientReregister.
+    void restart();
+    // A sweep soon (coalesces requests).
+    void request_sweep();
+
+    uint16_t lid() const { return cfg_.sm_lid; }
+    static uint16_t lid_for_port(uint8_t switch_port) { return static_cast<uint16_t>(switch_port + 1); }
+    CaState ca_state(uint8_t port) const { return ports_.at(port).state; }
+    std::string status() const;
+    uint64_t sweeps() const { return sweeps_; }
+    uint64_t smps_sent() const { return smps_sent_; }
+    uint64_t smp_timeouts() const { return smp_timeouts_; }
+
+    // The SA's view: the switch port 0 and every Active CA port.
+    std::vector<Endport> endports() const;
+    std::optional<Endport> endport_by_lid(uint16_t lid) const;
+    std::optional<Endport> endport_by_guid(uint64_t port_guid) const;
+
+    // Multicast: the SA tells which switch ports receive an MLID.
+    void set_mcast_ports(uint16_t mlid, const ForwardingTables::PortSet &ports);
+
+    // Hooks for the SA.
+    void on_port_removed(std::function<void(uint64_t port_guid)> fn) { port_removed_ = std::move(fn); }
+    void on_restart(std::function<void()> fn) { restarted_ = std::move(fn); }
+    void on_port_active(std::function<void(const Endport &)> fn) { port_active_ = std::move(fn); }
+
+  private:
+    struct Pending {
+        Mad req;
+        unsigned tries = 0;
+        EventLoop::TimerId timer = 0;
+        SmpCallback cb;
+    };
+    struct PortCtl {
+        CaState state = CaState::NoLink;
+        uint64_t gen = 0;  // bumped on link changes and restarts
+        bool busy = false;
+        bool known_active = false;
+        bool routed = false;  // the LFT sends its LID to this port
+        bool rereg_pending = false;
+        unsigned failures = 0;
+        std::string last_error;
+        Endport ca;
+    };
+
+    // SMP transport.
+    void smp(std::span<const uint8_t> path, uint8_t method, uint16_t attr, uint32_t mod,
+             const std::array<uint8_t, 64> *data, SmpCallback cb);
+    void send_pending(uint64_t tid);
+    void on_mad(const MadAddress &from, const Mad &m);
+    void on_timeout(uint64_t tid);
+    void on_link(uint8_t port, bool up);
+    uint16_t sm_info(std::span<uint8_t, 64> data, bool set);
+
+    // The switch.
+    void arm_sweep_timer();
+    void sweep();
+    void configure_switch(std::function<void()> then);
+    void set_switch_port(uint8_t port, PortState state, std::function<void(bool ok)> then);
+    void program_lft_block(uint32_t block);
+    void program_lft();
+    void program_mft(uint16_t mlid);
+
+    // CA ports.
+    void set_state(uint8_t port, CaState s);
+    void start_port(uint8_t port);
+    void verify_port(uint8_t port);
+    void configure_ca(uint8_t port, uint64_t gen);
+    void ca_set_port_info(uint8_t port, uint64_t gen, PortState state, bool rereg,
+                          std::function<void(const std::array<uint8_t, 64> &pi)> then);
+    void ca_done(uint8_t port);
+    void fail(uint8_t port, uint64_t gen, const std::string &why);
+    void port_gone(uint8_t port);
+    uint8_t desired_mtu(const std::array<uint8_t, 64> &ca_pi) const;
+    bool stale(uint8_t port, uint64_t gen) const { return ports_[port].gen != gen; }
+
+    IbSwitch &sw_;
+    EventLoop &loop_;
+    Log &log_;
+    Config cfg_;
+    std::vector<PortCtl> ports_;
+    std::map<uint64_t, Pending> pending_;
+    uint64_t next_tid_ = 0;
+    uint64_t epoch_ = 0;
+    bool started_ = false;
+    bool sweeping_ = false;
+    bool sweep_again_ = false;
+    bool sweep_posted_ = false;
+    EventLoop::TimerId sweep_timer_ = 0;
+    uint64_t sweeps_ = 0;
+    uint64_t smps_sent_ = 0;
+    uint64_t smp_timeouts_ = 0;
+    uint32_t act_count_ = 0;
+    std::map<uint16_t, ForwardingTables::PortSet> mcast_;
+    std::function<void(uint64_t)> port_removed_;
+    std::function<void()> restarted_;
+    std::function<void(const Endport &)> port_active_;
+};
+
+}  // namespace fabric

@@ -1,0 +1,140 @@
+// Fault injection: drop, corrupt and delay per link, reproducible with a
+// fixed seed.
+#include <catch2/catch.hpp>
+
+#include "fixture.h"
+
+using namespace fabric;
+using namespace fabric::test;
+
+namespace {
+
+// Two Active CAs on ports 1 and 2, configured by the SM.
+struct Pair {
+    TestFabric f;
+    explicit Pair(uint64_t seed = 1) : f(make(seed)) { f.bring_up({1, 2}); }
+    static FabricOptions make(uint64_t seed) {
+        auto o = test_options(2);
+        o.sw.seed = seed;
+        return o;
+    }
+    // Sends n packets from CA 1 to CA 2; returns the ids CA 2 got.
+    std::vector<uint64_t> blast(size_t n) {
+        const size_t before = f.ca(2).received().size();
+        for (size_t i = 0; i < n; ++i) {
+            f.ca(1).send_raw(f.ca(1).ud_packet(3, 0x99, 1, 64), 1000 + i);
+        }
+        f.run(1000);
+        std::vector<uint64_t> ids;
+        for (size_t i = before; i < f.ca(2).received().size(); ++i) {
+            ids.push_back(f.ca(2).received()[i].id);
+        }
+        return ids;
+    }
+};
+
+size_t crc_good(const std::vector<FakeCa::Received> &rx) {
+    size_t n = 0;
+    for (const auto &r : rx) {
+        iba::PacketView v;
+        n += iba::parse(r.packet, v) == iba::ParseError::None;
+    }
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("faults: drop on the ingress link", "[faults]") {
+    Pair p;
+    REQUIRE(p.f.sw().faults().set_drop(1, 30));
+    const auto ids = p.blast(1000);
+    const uint64_t dropped = p.f.sw().port(1).ctr.fault_dropped;
+    CHECK(dropped + ids.size() == 1000);
+    CHECK(dropped > 200);
+    CHECK(dropped < 400);
+    CHECK(p.f.sw().drops(Drop::FaultDrop) == dropped);
+    // The same seed, the same losses.
+    Pair q;
+    q.f.sw().faults().set_drop(1, 30);
+    CHECK(q.blast(1000) == ids);
+    // Another seed, other losses.
+    Pair r(99);
+    r.f.sw().faults().set_drop(1, 30);
+    CHECK(r.blast(1000) != ids);
+}
+
+TEST_CASE("faults: drop on the egress link", "[faults]") {
+    Pair p;
+    p.f.sw().faults().set_drop(2, 50);
+    const uint64_t xmit = p.f.sw().port(2).ctr.xmit_packets;
+    const auto ids = p.blast(400);
+    CHECK(p.f.sw().port(2).ctr.fault_dropped + ids.size() == 400);
+    CHECK(p.f.sw().port(2).ctr.fault_dropped > 100);
+    CHECK(p.f.sw().port(2).ctr.xmit_packets - xmit == 400);  // they left the switch
+}
+
+TEST_CASE("faults: corruption is caught by the CRC checks", "[faults]") {
+    Pair p;
+    SECTION("on the ingress link: the switch drops it") {
+        p.f.sw().faults().set_corrupt(1, 20);
+        const auto ids = p.blast(500);
+        const uint64_t bad = p.f.sw().port(1).ctr.fault_corrupted;
+        CHECK(bad > 50);
+        CHECK(ids.size() + bad == 500);
+        CHECK(p.f.sw().port(1).ctr.rcv_errors == bad);
+    }
+    SECTION("on the egress link: the device sees bad CRCs") {
+        p.f.sw().faults().set_corrupt(2, 20);
+        const size_t before = p.f.ca(2).received().size();
+        const auto ids = p.blast(500);
+        const uint64_t bad = p.f.sw().port(2).ctr.fault_corrupted;
+        CHECK(bad > 50);
+        CHECK(ids.size() == 500);
+        std::vector<FakeCa::Received> got(p.f.ca(2).received().begin() + static_cast<ptrdiff_t>(before),
+                                          p.f.ca(2).received().end());
+        CHECK(crc_good(got) == 500 - bad);
+    }
+}
+
+TEST_CASE("faults: delay towards the device keeps the order", "[faults]") {
+    Pair p;
+    p.f.sw().faults().set_delay(2, 2000);
+    const size_t before = p.f.ca(2).received().size();
+    for (size_t i = 0; i < 10; ++i) {
+        p.f.ca(1).send_raw(p.f.ca(1).ud_packet(3, 0x99, 1, 64), 500 + i);
+        p.f.run(100);
+    }
+    CHECK(p.f.ca(2).received().size() == before);
+    p.f.run(1500);
+    CHECK(p.f.ca(2).received().size() > before);
+    CHECK(p.f.ca(2).received().size() < before + 10);
+    p.f.run(2000);
+    REQUIRE(p.f.ca(2).received().size() == before + 10);
+    for (size_t i = 0; i < 10; ++i) {
+        CHECK(p.f.ca(2).received()[before + i].id == 500 + i);
+    }
+    CHECK(p.f.sw().port(2).ctr.fault_delayed == 10);
+    // Knob limits.
+    CHECK_FALSE(p.f.sw().faults().set_delay(2, FaultInjector::kMaxDelayUs + 1));
+    CHECK_FALSE(p.f.sw().faults().set_drop(2, 101));
+    CHECK_FALSE(p.f.sw().faults().set_drop(0, 1));
+    CHECK_FALSE(p.f.sw().faults().set_corrupt(3, 1));
+}
+
+TEST_CASE("faults: command-line knobs apply to every port", "[faults]") {
+    auto o = test_options(3);
+    o.drop_pct = 5;
+    o.corrupt_pct = 1;
+    o.delay_us = 10;
+    TestFabric f(o);
+    for (uint8_t k = 1; k <= 3; ++k) {
+        CHECK(f.sw().faults().config(k).drop_pct == 5);
+        CHECK(f.sw().faults().config(k).corrupt_pct == 1);
+        CHECK(f.sw().faults().config(k).delay_us == 10);
+    }
+    // The SM still gets its CAs configured through the lossy links.
+    f.bring_up({1, 2, 3}, 3000000);
+    for (uint8_t k = 1; k <= 3; ++k) {
+        CHECK(f.ca(k).state() == PortState::Active);
+    }
+}
