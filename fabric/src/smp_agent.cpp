@@ -293,9 +293,17 @@ uint16_t SwitchSma::do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d,
             return kBadAttr;
         }
         return sm_info_(d, set);
+    case mad::kAttrMlnxExtPortInfo:
+        // Mellanox ExtendedPortInfo (ibnetdiscover asks every port): no
+        // FDR10, so StateChangeEnable and the LinkSpeed bytes are zero.
+        if (mod > n) {
+            return kBadField;
+        }
+        std::fill(d.begin(), d.end(), uint8_t{0});
+        return kOk;
     default:
-        // RandomForwardingTable (RandomFDBCap 0), LedInfo, vendor
-        // attributes such as MlnxExtPortInfo: not implemented.
+        // RandomForwardingTable (RandomFDBCap 0), LedInfo, other vendor
+        // attributes: not implemented.
         return kBadAttr;
     }
 }

@@ -235,7 +235,8 @@ TEST_CASE_METHOD(SmaFixture, "SMA: linear and multicast forwarding tables", "[sm
 
 TEST_CASE_METHOD(SmaFixture, "SMA: unsupported attributes, methods, versions", "[sma]") {
     CHECK(status(get(mad::kAttrRandomForwardingTable)) == mad::kStatusUnsupportedMethodAttr);
-    CHECK(status(get(mad::kAttrMlnxExtPortInfo)) == mad::kStatusUnsupportedMethodAttr);
+    CHECK(status(get(mad::kAttrMlnxExtPortInfo, 1)) == mad::kStatusOk);  // answered, all zero (no FDR10)
+    CHECK(status(get(mad::kAttrMlnxExtPortInfo, 200)) == mad::kStatusInvalidField);
     CHECK(status(get(mad::kAttrSmInfo)) == mad::kStatusUnsupportedMethodAttr);  // no SM here
     const Mad r = query({0, 1}, mad::kGetTable, mad::kAttrNodeInfo);
     CHECK(status(r) == mad::kStatusUnsupportedMethod);

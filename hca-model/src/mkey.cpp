@@ -151,7 +151,9 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
         if (m.mode != MkeyMode::Mtt) {
             return UmrError::XltNoMtt;
         }
-        if (op.xlt_first + op.xlt.size() > uint64_t{m.octwords} * 2) {
+        // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
+        // a key sized for 4 entries receives 8, the last ones zero padding.
+        if (op.xlt_first + op.xlt.size() > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
             return UmrError::XltTooLong;
         }
     }

@@ -364,6 +364,12 @@ uint16_t Port::sma(const Mad &in, Mad &out, bool ignore_mkey) {
         std::memcpy(d, table, 16);
         return mad::kStatusOk;
     }
+    case mad::kAttrMlnxExtPortInfo:
+        // Mellanox ExtendedPortInfo: StateChangeEnable (byte 3) and the
+        // FDR10 LinkSpeedSupported/Enabled/Active bytes 7/11/15, all zero:
+        // the link runs plain QDR (mlx5_query_ext_port_caps(), ibnetdiscover).
+        std::memset(d, 0, mad::smp::kDataSize);
+        return mad::kStatusOk;
     default:
         return mad::kStatusUnsupportedMethodAttr;
     }

@@ -135,7 +135,10 @@ TEST_CASE("SMA PortInfo: defaults, Set LID/SM LID, Init->Armed->Active with even
 TEST_CASE("SMA rejects what it does not implement and honours M_Key", "[sma]") {
     Setup s;
     Mad r;
-    CHECK(s.get(mad::kClassSubnLid, mad::kAttrMlnxExtPortInfo, 1, r) == mad::kStatusUnsupportedMethodAttr);
+    // Mellanox ExtendedPortInfo answers (no FDR10: LinkSpeedActive 0).
+    CHECK(s.get(mad::kClassSubnLid, mad::kAttrMlnxExtPortInfo, 1, r) == mad::kStatusOk);
+    CHECK(r[mad::smp::kData + 15] == 0);
+    CHECK(s.get(mad::kClassSubnLid, mad::kAttrRandomForwardingTable, 0, r) == mad::kStatusUnsupportedMethodAttr);
     CHECK(s.get(mad::kClassSubnLid, mad::kAttrSwitchInfo, 0, r) == mad::kStatusUnsupportedMethodAttr);
     auto bad = smp(mad::kClassSubnLid, 0x13, mad::kAttrNodeInfo, 0);
     REQUIRE(s.d.mad_ifc(bad, r).status == 0);

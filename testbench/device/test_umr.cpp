@@ -288,3 +288,26 @@ TEST_CASE("RC fast registration (REG_MR) and LOCAL_INV, like ib_alloc_mr() + ib_
         CHECK((*c)[0x37] == hca::kSyndLocalProt);
     }
 }
+
+TEST_CASE("UMR QP: a key sized for 4 entries takes a 64-byte list (MR cache order 0)", "[umr]") {
+    Wire w;
+    Node n(w.a, 1);
+    const uint32_t key = n.d.create_free_mkey(n.pd, 2);  // get_mkc_octo_size(MTT, 4) = 2
+    QpHandle uq = umr_qp(n);
+    Umr u{.flags = kInline | kCheckNotFree, .xlt_octowords = 4,
+          .mask = kMaskFree | kMaskLen | kMaskStart | kMaskPageSize | kMaskLr, .access = 1, .variant = 0x33,
+          .len = 4 * 4096, .inline_xlt = {0x1000, 0x2000, 0x3000, 0x4000, 0, 0, 0, 0}};
+    n.d.post_raw(uq, hca::kWqeUmr, key, u.body());
+    auto c = n.d.next_cqe(n.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    // Sixteen entries do not fit.
+    Umr big = u;
+    big.flags = kInline | kCheckFree;
+    big.xlt_octowords = 8;
+    big.inline_xlt.resize(16);
+    n.d.post_raw(uq, hca::kWqeUmr, key, big.body());
+    c = n.d.next_cqe(n.scq);
+    REQUIRE(c);
+    CHECK((*c)[0x37] == hca::kSyndLocalProt);
+}

@@ -74,7 +74,7 @@ reboot_now() {
 # docs/STATUS.md lists each with its reason).
 MLX5_EXPECTED='Failed to get valid vendor specific ID'
 # Lines that must never appear.
-MLX5_BAD='mlx5.*(error|err |fail|timeout|Timeout|WARN|warn|health compromised|FW pages counter|Recovered|leak)|WARNING:|Call Trace|BUG:|Oops'
+MLX5_BAD='mlx5.*(error|err |fail|timeout|Timeout|WARN|warn|health compromised|FW pages counter|Recovered|leak)|(infiniband|ib[0-9]+|ib_ipoib|ib_core|ib_mad|ib_cm|ib_sa|ipoib).*(error|fail|timed out|timing out|not completed)|WARNING:|Call Trace|BUG:|Oops'
 
 # check_dmesg_clean DESCRIPTION: no unexpected bad line in the kernel log.
 check_dmesg_clean() {
@@ -111,6 +111,51 @@ wait_port_active() {
     for _ in $(seq $((t * 4))); do
         grep -q ACTIVE /sys/class/infiniband/mlx5_0/ports/1/state 2>/dev/null && return 0
         sleep 0.25
+    done
+    return 1
+}
+
+# barrier NAME [SECONDS]: waits until every node of the run reached NAME
+# (the run directory is shared by all nodes at /hcasim).
+barrier() {
+    local name=$1 t=${2:-120} dir=/hcasim/barriers/$1
+    mkdir -p "$dir"
+    touch "$dir/node$HCASIM_NODE"
+    for _ in $(seq $((t * 10))); do
+        [ "$(ls "$dir" | wc -l)" -ge "$HCASIM_NODES" ] && return 0
+        sleep 0.1
+    done
+    echo "# barrier $name: timed out after ${t}s ($(ls "$dir" | tr '\n' ' '))"
+    return 1
+}
+
+# share NAME VALUE / shared NODE NAME: small values exchanged between nodes.
+share() {
+    mkdir -p /hcasim/shared
+    echo "$2" > "/hcasim/shared/$1.node$HCASIM_NODE.tmp" && mv "/hcasim/shared/$1.node$HCASIM_NODE.tmp" "/hcasim/shared/$1.node$HCASIM_NODE"
+}
+shared() {
+    cat "/hcasim/shared/$2.node$1" 2>/dev/null
+}
+
+# mgmt_ip NODE: the node's address on the virtio-net management network.
+mgmt_ip() {
+    echo "10.77.0.$(($1 + 1))"
+}
+
+# port_attr ATTR: a sysfs attribute of mlx5_0 port 1 (lid, sm_lid, state, ...).
+port_attr() {
+    cat "/sys/class/infiniband/mlx5_0/ports/1/$1"
+}
+
+# retry SECONDS COMMAND...: reruns COMMAND until it succeeds (a client whose
+# server is still starting).
+retry() {
+    local t=$1 i
+    shift
+    for i in $(seq "$t"); do
+        "$@" && return 0
+        sleep 1
     done
     return 1
 }

@@ -6,12 +6,13 @@
    lines ("ok N - ..." / "not ok N - ...") that are counted here.
 """
 import re
+import shlex
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 from hcasim import build, vm
-from hcasim.common import BUILD, ROOT, SAN_BUILD, run, say
+from hcasim.common import BUILD, ROOT, SAN_BUILD, capture, run, say
 
 GUEST_DIR = ROOT / "testbench" / "guest"
 TAP_RE = re.compile(r"^(ok|not ok) \d+ - (.*)$")
@@ -42,41 +43,72 @@ def ctest(tree, label):
 
 
 def guest_header(script):
-    opts = {"nodes": "1", "timeout": "300", "reboot": "0"}
+    """The "# hcasim-test: k=v ..." line: nodes, timeout, reboot=1, sm=0
+    (no built-in SM: opensm in a guest), fabric=0, fabric-arg=OPT (repeatable,
+    e.g. fabric-arg=--drop=1), include=FILE (a file of testbench/guest/
+    prepended after lib.sh), env=K=V (exported before the script)."""
+    opts = {"nodes": "1", "timeout": "300", "reboot": "0", "sm": "1", "fabric": "1"}
+    fabric_args, includes = [], []
+    env = []
     for line in script.read_text().splitlines()[:10]:
         m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
         if m:
             for kv in m.group(1).split():
                 k, _, v = kv.partition("=")
-                opts[k] = v
-    return int(opts["nodes"]), float(opts["timeout"]), opts["reboot"] == "1"
+                if k == "fabric-arg":
+                    fabric_args.append(v)
+                elif k == "include":
+                    includes.append(v)
+                elif k == "env":
+                    env.append(v)
+                else:
+                    opts[k] = v
+    vmo = vm.VmOptions(nodes=int(opts["nodes"]), timeout=float(opts["timeout"]), allow_reboot=opts["reboot"] == "1",
+                       builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args)
+    return vmo, includes, env
+
+
+def tap_outcomes(suite, label, output, run_dir):
+    outcomes = []
+    for line in output.splitlines():
+        m = TAP_RE.match(line.strip())
+        if m:
+            outcomes.append(Outcome(suite, f"{label}: {m.group(2)}", m.group(1) == "ok",
+                                    "" if m.group(1) == "ok" else str(run_dir)))
+    return outcomes
 
 
 def guest_test(script):
-    nodes, timeout, reboot = guest_header(script)
-    combined = script.with_suffix(".run.sh")
+    opts, includes, env = guest_header(script)
     run_dir_parent = BUILD / "guest-tests"
     run_dir_parent.mkdir(parents=True, exist_ok=True)
     combined = run_dir_parent / script.name
-    combined.write_text((GUEST_DIR / "lib.sh").read_text() + "\n" + script.read_text())
-    opts = vm.VmOptions(nodes=nodes, timeout=timeout, allow_reboot=reboot)
-    say(f"guest test {script.name} ({nodes} node(s), budget {timeout:.0f}s)")
+    parts = ([(GUEST_DIR / "lib.sh").read_text()] + [f"export {shlex.quote(e)}" for e in env] +
+             [(GUEST_DIR / inc).read_text() for inc in includes])
+    combined.write_text("\n".join(parts + [script.read_text()]))
+    say(f"guest test {script.name} ({opts.nodes} node(s), budget {opts.timeout:.0f}s)")
     run_dir, results = vm.run_script(combined, opts, name=f"test-{script.stem}", quiet=True)
     outcomes = []
     for r in results:
-        seen = 0
-        for line in r.output.splitlines():
-            m = TAP_RE.match(line.strip())
-            if m:
-                seen += 1
-                outcomes.append(Outcome(script.stem, f"node{r.node}: {m.group(2)}", m.group(1) == "ok",
-                                        "" if m.group(1) == "ok" else str(run_dir)))
+        got = tap_outcomes(script.stem, f"node{r.node}", r.output, run_dir)
+        outcomes += got
         if r.exit_code != 0:
             why = "timed out" if r.timed_out else (
                 "no result (guest crashed?)" if r.exit_code is None else f"exit code {r.exit_code}")
             outcomes.append(Outcome(script.stem, f"node{r.node}: script {why}", False, str(run_dir)))
-        elif seen == 0:
+        elif not got:
             outcomes.append(Outcome(script.stem, f"node{r.node}: no TAP lines", False, str(run_dir)))
+    # NN-name.host: checks on the host side of the run (capture, traces),
+    # run with the run directory as $1; its TAP lines count too.
+    host = script.with_suffix(".host")
+    if host.exists():
+        r = capture(["bash", "-c", (GUEST_DIR / "lib.sh").read_text() + "\n" + host.read_text(), "host-check",
+                     str(run_dir)])
+        (run_dir / "host-check.log").write_text(r.stdout + r.stderr)
+        got = tap_outcomes(script.stem, "host", r.stdout, run_dir)
+        outcomes += got
+        if r.returncode != 0 or not got:
+            outcomes.append(Outcome(script.stem, f"host: check script exit code {r.returncode}", False, str(run_dir)))
     say(f"  {sum(o.passed for o in outcomes)} passed, {sum(not o.passed for o in outcomes)} failed; "
         f"artifacts in {run_dir}")
     return outcomes
