@@ -64,6 +64,9 @@ const CapEntry kGeneralCaps[] = {
     GEN(cmdif_checksum, 0, 0, true),
     GEN(mcam_reg, 1, 1, false),  // MCAM: MCQS/MCQI for devlink info
     GEN(atomic, 1, 1, false),
+    GEN(block_lb_mc, 1, 1, false),    // IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK (qpc.block_lb_mc)
+    GEN(cq_resize, 1, 1, false),      // MODIFY_CQ op_mod 1 (ibv_resize_cq)
+    GEN(cq_moderation, 1, 1, false),  // MODIFY_CQ period/count (ib_modify_cq)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
 };
 

@@ -95,6 +95,9 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
         return;
     }
     dev_.trace(kTrObj, "destroy_cq cqn=0x{:x} cqes={} events={}", cqn, it->second.cqes, it->second.events);
+    if (it->second.mod_timer) {
+        dev_.cancel_timer(it->second.mod_timer);
+    }
     cqs_.erase(it);
     ids_.release(cqn);
 }
@@ -118,13 +121,119 @@ void CqTable::cmd_query_cq(CmdCtx &c) {
     c.set(ifc::in(ctx, cqc::uar_page), cq->uar);
     c.set(ifc::in(ctx, cqc::c_eqn_or_apu_element), cq->eqn);
     c.set(ifc::in(ctx, cqc::log_page_size), cq->log_page_size);
+    c.set(ifc::in(ctx, cqc::cq_period), cq->period_us);
+    c.set(ifc::in(ctx, cqc::cq_max_count), cq->max_count);
     c.set(ifc::in(ctx, cqc::consumer_counter), load_be32(ci) & 0xffffff);
     c.set(ifc::in(ctx, cqc::producer_counter), cq->pi & 0xffffff);
     c.set(ifc::in(ctx, cqc::dbr_addr), cq->dbr);
 }
 
+namespace {
+
+// include/linux/mlx5/cq.h
+constexpr uint16_t kOpModModerate = 0;
+constexpr uint16_t kOpModResize = 1;
+constexpr uint32_t kModifyPeriod = 1 << 0;
+constexpr uint32_t kModifyCount = 1 << 1;
+constexpr uint32_t kModifyOverrun = 1 << 2;
+constexpr uint32_t kResizeLogSize = 1 << 0;
+constexpr uint32_t kResizePageOffset = 1 << 1;
+constexpr uint32_t kResizePageSize = 1 << 2;
+constexpr ifc::Field kFieldSelect{ifc::modify_cq_in::modify_field_select_resize_field_select.off, 32};
+
+}  // namespace
+
+void CqTable::cmd_modify_cq(CmdCtx &c) {
+    const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::modify_cq_in::cqn));
+    Cq *cq = find(cqn);
+    if (!cq) {
+        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        return;
+    }
+    const uint16_t op_mod = static_cast<uint16_t>(c.get(ifc::modify_cq_in::op_mod));
+    const uint32_t select = static_cast<uint32_t>(c.get(kFieldSelect));
+    const ifc::Block ctx = ifc::modify_cq_in::cq_context;
+    if (op_mod == kOpModResize) {
+        resize(c, *cq, select);
+        return;
+    }
+    if (op_mod != kOpModModerate) {
+        c.fail(Status::BAD_PARAM, "MODIFY_CQ op_mod {}", op_mod);
+        return;
+    }
+    if (select & ~(kModifyPeriod | kModifyCount | kModifyOverrun)) {
+        c.fail(Status::BAD_PARAM, "modify_field_select 0x{:x} has unknown bits", select);
+        return;
+    }
+    if (select & kModifyPeriod) {
+        cq->period_us = static_cast<uint16_t>(c.get(ifc::in(ctx, cqc::cq_period)));
+    }
+    if (select & kModifyCount) {
+        cq->max_count = static_cast<uint16_t>(c.get(ifc::in(ctx, cqc::cq_max_count)));
+    }
+    if (select & kModifyOverrun) {
+        cq->oi = c.get(ifc::in(ctx, cqc::oi));
+    }
+    dev_.trace(kTrObj, "modify_cq cqn=0x{:x} moderation period={}us count={} oi={}", cqn, cq->period_us, cq->max_count,
+               cq->oi);
+}
+
+// Resize (hw/cq.c mlx5_ib_resize_cq(), libmlx5 mlx5_resize_cq()): a RESIZE
+// CQE closes the old buffer at the producer counter; the counter goes on
+// in the new buffer, where the driver copies the CQEs it had not polled.
+void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
+    const ifc::Block ctx = ifc::modify_cq_in::cq_context;
+    if ((select & kResizeLogSize) == 0 || (select & ~(kResizeLogSize | kResizePageOffset | kResizePageSize))) {
+        c.fail(Status::BAD_PARAM, "resize_field_select 0x{:x}: log_cq_size must be selected, no other bits", select);
+        return;
+    }
+    const uint8_t log_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_cq_size)));
+    const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq_sz);
+    if (log_size > max_log) {
+        c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", log_size, max_log);
+        return;
+    }
+    const uint8_t log_page_size = (select & kResizePageSize) ? static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_page_size)))
+                                                             : cq.log_page_size;
+    const uint32_t page_offset = (select & kResizePageOffset) ? static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::page_offset)))
+                                                              : cq.page_offset;
+    uint8_t ci_raw[4] = {};
+    dev_.dma_read(cq.dbr, ci_raw, 4);
+    const uint32_t outstanding = (cq.pi - load_be32(ci_raw)) & 0xffffff;
+    if (outstanding + 1 > (1u << log_size)) {
+        c.fail(Status::BAD_PARAM, "{} unpolled CQEs do not fit a CQ of {} entries", outstanding, 1u << log_size);
+        return;
+    }
+    PageList buf;
+    const auto pas = c.in_block(ifc::modify_cq_in::pas);
+    const uint64_t offset_bytes = uint64_t{page_offset} << (12 + log_page_size) >> 6;
+    if (std::string why = buf.init(pas, pas.size() / 8, log_page_size, offset_bytes, uint64_t{cq.stride} << log_size);
+        !why.empty()) {
+        c.fail(Status::BAD_PARAM, "new CQ buffer: {}", why);
+        return;
+    }
+    Cqe64 marker{};
+    marker.op_own = static_cast<uint8_t>(kCqeResizeCq << 4);
+    const uint32_t at = cq.pi;
+    if (!write_cqe(cq, marker)) {
+        c.fail(Status::INT_ERR, "the old CQ buffer cannot take the RESIZE CQE");
+        return;
+    }
+    dev_.trace(kTrObj, "modify_cq cqn=0x{:x} resize {} -> {} entries at pi=0x{:x} ({} unpolled)", cq.cqn, cq.nent(),
+               1u << log_size, at & 0xffffff, outstanding);
+    cq.buf = std::move(buf);
+    cq.log_size = log_size;
+    cq.log_page_size = log_page_size;
+    cq.page_offset = page_offset;
+}
+
 void CqTable::notify(Cq &cq) {
     cq.arm = Cq::Arm::None;
+    cq.mod_pending = 0;
+    if (cq.mod_timer) {
+        dev_.cancel_timer(cq.mod_timer);
+        cq.mod_timer = 0;
+    }
     ++cq.events;
     uint8_t data[28] = {};
     store_be32(data + 0x18, cq.cqn);  // data.comp.cqn at EQE+0x38
@@ -187,25 +296,49 @@ bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
             return false;
         }
     }
-    cqe.op_own = static_cast<uint8_t>((cqe.op_own & 0xfe) | ((cq->pi >> cq->log_size) & 1));
-    const uint64_t off = uint64_t{cq->pi & (cq->nent() - 1)} * cq->stride + (cq->stride - 64);
-    const uint64_t addr = cq->buf.addr(off);
+    if (!write_cqe(*cq, cqe)) {
+        return false;
+    }
+    ++cq->cqes;
+    if (cq->arm == Cq::Arm::Solicited && solicited) {
+        notify(*cq);
+    } else if (cq->arm == Cq::Arm::Next) {
+        if (cq->max_count <= 1 && cq->period_us == 0) {
+            notify(*cq);
+        } else if (cq->max_count > 1 && ++cq->mod_pending >= cq->max_count) {
+            notify(*cq);
+        } else if (cq->period_us && !cq->mod_timer) {
+            cq->mod_timer = dev_.add_timer(int64_t{cq->period_us} * 1000, [this, cqn] {
+                Cq *q = find(cqn);
+                if (q) {
+                    q->mod_timer = 0;
+                    if (q->arm != Cq::Arm::None) {
+                        notify(*q);
+                    }
+                }
+            });
+        }
+    }
+    return true;
+}
+
+// Writes cqe at the producer counter (owner bit set here) and advances it.
+bool CqTable::write_cqe(Cq &cq, Cqe64 &cqe) {
+    cqe.op_own = static_cast<uint8_t>((cqe.op_own & 0xfe) | ((cq.pi >> cq.log_size) & 1));
+    const uint64_t off = uint64_t{cq.pi & (cq.nent() - 1)} * cq.stride + (cq.stride - 64);
+    const uint64_t addr = cq.buf.addr(off);
     const auto *raw = reinterpret_cast<const uint8_t *>(&cqe);
     // Body first, op_own last: the driver polls on the owner bit.
     if (!dev_.dma_write(addr, raw, 63) || !dev_.dma_write(addr + 63, raw + 63, 1)) {
-        cq->status = kStatusWriteFail;
-        dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cqn, addr);
+        cq.status = kStatusWriteFail;
+        dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cq.cqn, addr);
         uint8_t data[28] = {};
-        store_be32(data, cqn);
+        store_be32(data, cq.cqn);
         data[0x0b] = 2;  // access violation
         dev_.eqs.post_event(kEventCqError, 0, data, sizeof(data));
         return false;
     }
-    ++cq->pi;
-    ++cq->cqes;
-    if (cq->arm == Cq::Arm::Next || (cq->arm == Cq::Arm::Solicited && solicited)) {
-        notify(*cq);
-    }
+    ++cq.pi;
     return true;
 }
 

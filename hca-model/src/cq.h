@@ -36,6 +36,12 @@ struct Cq {
     Arm arm = Arm::None;
     uint64_t cqes = 0;
     uint64_t events = 0;
+    // Event moderation (MODIFY_CQ): an event after max_count CQEs or
+    // period_us after the first CQE since the arm, whichever comes first.
+    uint16_t max_count = 0;
+    uint16_t period_us = 0;
+    uint32_t mod_pending = 0;
+    uint64_t mod_timer = 0;
     uint32_t refs = 0;      // QPs and SRQs using this CQ
 
     uint32_t nent() const { return 1u << log_size; }
@@ -55,6 +61,7 @@ class CqTable {
     void cmd_create_cq(CmdCtx &c);
     void cmd_destroy_cq(CmdCtx &c);
     void cmd_query_cq(CmdCtx &c);
+    void cmd_modify_cq(CmdCtx &c);  // moderation (op_mod 0) and resize (op_mod 1)
 
     // Arm doorbell: dword0 = sn << 28 | cmd | ci, dword1 = cqn.
     void doorbell(uint32_t uar, const uint8_t *data);
@@ -65,6 +72,8 @@ class CqTable {
 
   private:
     void notify(Cq &cq);
+    bool write_cqe(Cq &cq, Cqe64 &cqe);
+    void resize(CmdCtx &c, Cq &cq, uint32_t select);
 
     Device &dev_;
     IdAllocator ids_{1, 1u << 24};

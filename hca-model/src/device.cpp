@@ -232,7 +232,10 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn) {
         ++p.counters().unicast_xmit;
     }
     const bool local = !multicast && dlid != iba::kPermissiveLid && p.owns_lid(dlid);
-    if (multicast || local) {
+    const Qp *src = multicast ? qps.find(src_qpn) : nullptr;
+    if (src && src->block_lb_mc) {
+        trace(kTrPkt, "mcast id=0x{:x}: no loopback (qpn=0x{:x} has block_lb_mc)", pkt.id, src_qpn);
+    } else if (multicast || local) {
         // The HCA loops packets for its own LID and its multicast groups back
         // to the receive side itself.
         ++counters.packets_looped;

@@ -55,6 +55,7 @@ const CommandDesc kCommands[] = {
     CMD(kOpCreateCq, create_cq_in, create_cq_out, I, d.cqs.cmd_create_cq(c)),
     CMD(kOpDestroyCq, destroy_cq_in, destroy_cq_out, I, d.cqs.cmd_destroy_cq(c)),
     CMD(kOpQueryCq, query_cq_in, query_cq_out, I, d.cqs.cmd_query_cq(c)),
+    CMD(kOpModifyCq, modify_cq_in, modify_cq_out, I, d.cqs.cmd_modify_cq(c)),
     CMD(kOpCreateQp, create_qp_in, create_qp_out, I, d.qps.cmd_create_qp(c)),
     CMD(kOpDestroyQp, destroy_qp_in, destroy_qp_out, I, d.qps.cmd_destroy_qp(c)),
     CMD(kOpQueryQp, query_qp_in, query_qp_out, I, d.qps.cmd_query_qp(c)),

@@ -89,6 +89,7 @@ enum Opcode : uint16_t {
     kOpCreateCq = 0x400,
     kOpDestroyCq = 0x401,
     kOpQueryCq = 0x402,
+    kOpModifyCq = 0x403,
     kOpCreateQp = 0x500,
     kOpDestroyQp = 0x501,
     kOpRst2InitQp = 0x502,

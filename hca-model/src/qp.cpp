@@ -132,6 +132,7 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     qp.log_sq_size = static_cast<uint8_t>(f(qpc::log_sq_size));
     qp.pm_state = static_cast<uint8_t>(f(qpc::pm_state));
     qp.rlky = f(qpc::rlky);
+    qp.block_lb_mc = f(qpc::block_lb_mc);
 
     const auto &caps = dev_.fw.caps();
     switch (qp.st) {

@@ -105,6 +105,7 @@ struct Qp {
     bool rre = false, rwe = false, rae = false;
     uint8_t pm_state = 3;
     bool rlky = false;
+    bool block_lb_mc = false;  // own multicast sends are not looped back
     // Engine state.
     uint16_t sq_ci = 0;      // WQEBBs consumed
     uint16_t rq_ci = 0;      // RQ WQEs consumed
@@ -203,6 +204,8 @@ class QpTable {
     void rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm);
     bool rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh);
     bool rc_atomic(Qp &qp, const iba::PacketView &v);
+    static constexpr uint32_t kNoPd = 0xffffffff;  // matches no memory key
+    uint32_t rdma_pd(const Qp &qp, const iba::PacketView &v);
     void rc_reset(Qp &qp);
     // recv.cpp
     void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);

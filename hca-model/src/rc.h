@@ -74,6 +74,7 @@ struct RcState {
         uint32_t rkey = 0;
         uint32_t len = 0;
         uint32_t offset = 0;
+        uint32_t pd = 0;
     } write;
     // Atomic results by request PSN, for duplicate requests (IBA 9.7.5.2.3).
     std::map<uint32_t, uint64_t> atomic_replay;

@@ -107,11 +107,10 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
         }
         break;
     case kWqeAtomicMaskedCs: case kWqeAtomicMaskedFa:
-        if (uc || !dev_.fw.caps().gen(ifc::cmd_hca_cap::atomic)) {
-            synd = kSyndLocalQpOp;
-            return false;
-        }
-        break;
+        // Masked atomics are not advertised (atomic_operations = CAS | FAA).
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} is not supported", qp.qpn, index, wqe_opcode_name(w.opcode));
+        synd = kSyndLocalQpOp;
+        return false;
     default:
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {}(0x{:x}) on a {} QP", qp.qpn, index,
                          wqe_opcode_name(w.opcode), w.opcode, qp_type_name(qp.st));

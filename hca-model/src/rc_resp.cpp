@@ -245,8 +245,9 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
             w.va = v.reth->va.get();
             w.rkey = v.reth->rkey.get();
             w.len = v.reth->dma_len.get();
+            w.pd = rdma_pd(qp, v);
             std::vector<DmaChunk> chunks;
-            const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, qp.pd, w.va, w.len, kAccRemoteWrite, chunks)
+            const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks)
                                        : XlatError::Access;
             if (e != XlatError::None) {
                 dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
@@ -267,7 +268,7 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
             return;
         }
         std::vector<DmaChunk> chunks;
-        dev_.mkeys.translate(w.rkey, qp.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks);
+        dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks);
         size_t pos = 0;
         for (const DmaChunk &c : chunks) {
             dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
@@ -320,7 +321,8 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     const uint32_t rkey = v.reth->rkey.get();
     const uint32_t len = v.reth->dma_len.get();
     std::vector<DmaChunk> chunks;
-    const XlatError e = qp.rre ? dev_.mkeys.translate(rkey, qp.pd, va, len, kAccRemoteRead, chunks) : XlatError::Access;
+    const XlatError e =
+        qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks) : XlatError::Access;
     if (e != XlatError::None) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
                    qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
@@ -369,6 +371,20 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     return true;
 }
 
+// The protection domain RDMA and atomic requests are checked against: the
+// QP's, or for an XRC target QP (which has none of its own) the PD of the
+// XRC SRQ the request names.
+uint32_t QpTable::rdma_pd(const Qp &qp, const iba::PacketView &v) {
+    if (qp.st != kQpXrc) {
+        return qp.pd;
+    }
+    const Srq *srq = v.xrceth ? dev_.srqs.find(v.xrceth->srqn.get() & 0xffffff) : nullptr;
+    if (!srq || srq->kind != Srq::Kind::XrcSrq || srq->xrcd != qp.xrcd) {
+        return kNoPd;
+    }
+    return srq->pd;
+}
+
 // Atomics on 8 naturally aligned bytes, in the responder's (host) byte
 // order (atomic_req_8B_endianness_mode = host), with the result kept for
 // duplicate requests.
@@ -379,7 +395,7 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
     std::vector<DmaChunk> chunks;
     XlatError e = XlatError::Access;
     if (qp.rae && (va & 7) == 0) {
-        e = dev_.mkeys.translate(rkey, qp.pd, va, 8, kAccRemoteAtomic, chunks);
+        e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks);
     }
     if (e != XlatError::None || chunks.size() != 1) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,

@@ -156,6 +156,21 @@ TEST_CASE("multicast: every attached QP receives, the sender's own included", "[
     }
     CHECK(got == 2);
     CHECK(s.b.host.mem(rb + 24, 1)[0] == 0xff);  // DGID in the GRH area
+
+    // A QP created with block_lb_mc (IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK):
+    // its multicast sends are not looped back to this HCA's QPs.
+    s.d.qp_fill = [](std::vector<uint8_t> &in) {
+        ifc::set(in.data(), ifc::in(ifc::create_qp_in::qpc, ifc::qpc::block_lb_mc), 1);
+    };
+    auto blk = s.ud(0x0b1b);
+    REQUIRE(s.b.dev.qps.find(blk.qpn)->block_lb_mc);
+    while (s.d.next_cqe(s.scq)) {
+    }
+    s.d.post_recv(a, s.lkey, ra, 512);
+    s.d.post_recv(bq, s.lkey, rb, 512);
+    s.d.post_ud_send(blk, 0xc000, 0xffffff, 0x0b1b, {{s.lkey, sbuf, 100}}, true, {}, true, mgid);
+    CHECK(!s.d.next_cqe(s.rcq));
+    CHECK(s.d.next_cqe(s.scq));  // the send itself completes
 }
 
 TEST_CASE("QP1 receives report the P_Key; QP0 packets use VL15", "[dp][qp1]") {
@@ -386,4 +401,68 @@ TEST_CASE("BlueFlame: a SEND with inline data from the write; torn and stray wri
     CHECK(s.b.dev.counters.guest_errors >= errors + 2);
     CHECK(!s.d.next_cqe(s.rcq));
     CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Rts);
+}
+
+TEST_CASE("CQ resize: RESIZE CQE at the producer counter, unpolled CQEs kept, completions go on", "[dp][cq]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(1);
+    const uint64_t rbuf = s.b.host.alloc(4096, 64);
+    auto send = [&](uint8_t tag) {
+        s.d.post_recv(bq, s.lkey, rbuf, 4096);
+        s.d.post_ud_send(a, 5, bq.qpn, 1, {}, true, {tag, 1, 2, 3});
+    };
+    // 3 unpolled receive CQEs, then grow the receive CQ from 64 to 256.
+    for (uint8_t t = 0; t < 3; ++t) {
+        send(t);
+    }
+    REQUIRE(s.d.resize_cq(s.rcq, 8) == 0);
+    CHECK(s.b.dev.cqs.find(s.rcq.cqn)->nent() == 256);
+    for (uint8_t t = 3; t < 6; ++t) {
+        send(t);
+    }
+    int n = 0;
+    while (auto c = s.d.next_cqe(s.rcq)) {
+        CHECK(cqe_opcode(*c) == hca::kCqeRespSend);
+        CHECK(be32(*c, 0x2c) == 44);
+        ++n;
+    }
+    CHECK(n == 6);
+    // Shrinking below the unpolled count is refused.
+    for (uint8_t t = 0; t < 5; ++t) {
+        send(t);
+    }
+    CHECK(s.d.resize_cq(s.rcq, 2) == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    CHECK(s.d.resize_cq(s.rcq, 3) == 0);
+    n = 0;
+    while (s.d.next_cqe(s.rcq)) {
+        ++n;
+    }
+    CHECK(n == 5);
+}
+
+TEST_CASE("CQ moderation: one event per max_count CQEs, or after the period", "[dp][cq]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(1);
+    const uint64_t rbuf = s.b.host.alloc(4096, 64);
+    REQUIRE(s.d.moderate_cq(s.rcq, 100, 4) == 0);
+    auto events = [&] { return s.b.dev.cqs.find(s.rcq.cqn)->events; };
+    s.d.cq_arm(s.rcq);
+    for (int i = 0; i < 3; ++i) {
+        s.d.post_recv(bq, s.lkey, rbuf, 4096);
+        s.d.post_ud_send(a, 5, bq.qpn, 1, {}, false, {1});
+    }
+    CHECK(events() == 0);  // 3 of 4
+    s.d.post_recv(bq, s.lkey, rbuf, 4096);
+    s.d.post_ud_send(a, 5, bq.qpn, 1, {}, false, {1});
+    CHECK(events() == 1);  // the 4th
+    while (s.d.next_cqe(s.rcq)) {
+    }
+    s.d.cq_arm(s.rcq);
+    s.d.post_recv(bq, s.lkey, rbuf, 4096);
+    s.d.post_ud_send(a, 5, bq.qpn, 1, {}, false, {1});
+    CHECK(events() == 1);
+    s.b.advance(150'000);  // the 100 us period expires
+    CHECK(events() == 2);
 }

@@ -385,6 +385,10 @@ QpHandle Driver::create_qp(uint8_t st, uint32_t pd, uint32_t cqn_snd, uint32_t c
         b_.host.alloc(4096);
         hca::store_be64(in.data() + ifc::create_qp_in::size_bytes + i * 8, qp.pages.back());
     }
+    if (qp_fill) {
+        qp_fill(in);
+        qp_fill = nullptr;
+    }
     auto r = exec(in, 16);
     if (res) {
         *res = r;
@@ -443,6 +447,65 @@ std::optional<Cqe> Driver::next_cqe(CqHandle &cq) {
     ++cq.ci;
     b_.host.write_be32(cq.dbr, cq.ci & 0xffffff);
     return e;
+}
+
+uint8_t Driver::resize_cq(CqHandle &cq, unsigned log_size) {
+    const uint32_t nent = 1u << log_size;
+    const size_t npages = (size_t{nent} * 64 + 4095) / 4096;
+    auto in = inbox(hca::kOpModifyCq, 1, ifc::modify_cq_in::size_bytes + npages * 8);
+    ifc::set(in.data(), ifc::modify_cq_in::cqn, cq.cqn);
+    ifc::set(in.data(), ifc::Field{ifc::modify_cq_in::modify_field_select_resize_field_select.off, 32}, 7);
+    const auto ctx = ifc::modify_cq_in::cq_context;
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::log_cq_size), log_size);
+    std::vector<uint64_t> pages;
+    for (size_t i = 0; i < npages; ++i) {
+        pages.push_back(b_.host.alloc(4096));
+        for (unsigned e = 0; e < 64; ++e) {
+            b_.host.mem(pages.back() + e * 64 + 63, 1)[0] = 0xf0;
+        }
+        hca::store_be64(in.data() + ifc::modify_cq_in::size_bytes + i * 8, pages.back());
+    }
+    auto r = exec(in, 16);
+    if (r.status) {
+        return r.status;
+    }
+    // copy_resize_cqes(): software-owned CQEs up to the RESIZE CQE move to
+    // the new buffer one slot later; the consumer then skips the marker.
+    CqHandle old = cq;
+    CqHandle nw = cq;
+    nw.pages = pages;
+    nw.nent = nent;
+    uint32_t i = cq.ci;
+    for (;;) {
+        const uint32_t idx = i & (old.nent - 1);
+        Cqe e;
+        b_.host.read(old.pages[idx * 64 / 4096] + (idx * 64) % 4096, e.data(), 64);
+        const unsigned log = static_cast<unsigned>(__builtin_ctz(old.nent));
+        if ((e[63] & 1) ^ ((i >> log) & 1) || (e[63] >> 4) == 0xf) {
+            throw std::runtime_error("resize: no RESIZE CQE in the old buffer");
+        }
+        if ((e[63] >> 4) == hca::kCqeResizeCq) {
+            break;
+        }
+        const uint32_t d = (i + 1) & (nent - 1);
+        e[63] = static_cast<uint8_t>((e[63] & ~1) | (((i + 1) >> log_size) & 1));
+        b_.host.write(pages[d * 64 / 4096] + (d * 64) % 4096, e.data(), 64);
+        ++i;
+    }
+    nw.ci = cq.ci + 1;
+    cq = nw;
+    b_.host.write_be32(cq.dbr, cq.ci & 0xffffff);
+    return 0;
+}
+
+uint8_t Driver::moderate_cq(const CqHandle &cq, uint16_t period_us, uint16_t count) {
+    auto in = inbox(hca::kOpModifyCq, 0, ifc::modify_cq_in::size_bytes);
+    ifc::set(in.data(), ifc::modify_cq_in::cqn, cq.cqn);
+    ifc::set(in.data(), ifc::Field{ifc::modify_cq_in::modify_field_select_resize_field_select.off, 32}, 3);
+    const auto ctx = ifc::modify_cq_in::cq_context;
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::cq_period), period_us);
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::cq_max_count), count);
+    return exec(in, 16).status;
 }
 
 void Driver::cq_arm(const CqHandle &cq, bool solicited) {

@@ -114,7 +114,8 @@ class Driver {
     // An MTT key for a fresh buffer of len bytes starting at iova (4 KiB pages).
     MrHandle create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8_t access = 0x3, CmdResult *res = nullptr);
     CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr);
-    // qpc fields beyond the defaults can be set through the callback.
+    // qpc fields beyond the defaults: set qp_fill before create_qp (used once).
+    std::function<void(std::vector<uint8_t> &)> qp_fill;
     QpHandle create_qp(uint8_t st, uint32_t pd, uint32_t cqn_snd, uint32_t cqn_rcv, uint32_t uar, unsigned log_sq,
                        unsigned log_rq, CmdResult *res = nullptr, uint8_t rq_type = 0, uint32_t srqn = 0);
     CmdResult modify_qp(uint16_t opcode, uint32_t qpn, const std::function<void(std::vector<uint8_t> &)> &fill = {},
@@ -122,6 +123,12 @@ class Driver {
     // RST -> INIT -> RTR -> RTS for a UD-like QP with Q_Key qkey.
     void ud_to_rts(const QpHandle &qp, uint32_t qkey);
     std::optional<Cqe> next_cqe(CqHandle &cq);
+    // MODIFY_CQ resize to 2^log_size entries: a fresh buffer, CQEs the
+    // driver had not polled copied after the RESIZE CQE like
+    // copy_resize_cqes() does. Returns the command status.
+    uint8_t resize_cq(CqHandle &cq, unsigned log_size);
+    // MODIFY_CQ moderation (period in microseconds, count in CQEs).
+    uint8_t moderate_cq(const CqHandle &cq, uint16_t period_us, uint16_t count);
     void cq_arm(const CqHandle &cq, bool solicited = false);
     // Post one receive WQE with a single scatter entry; rings nothing.
     void post_recv(QpHandle &qp, uint32_t lkey, uint64_t addr, uint32_t len);

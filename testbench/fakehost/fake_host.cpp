@@ -105,7 +105,9 @@ hca::DeviceConfig Bench::fabric_config(uint64_t guid) {
     return c;
 }
 
-Wire::Wire() : a(Bench::fabric_config(0x0002c90300b00001)), b(Bench::fabric_config(0x0002c90300b00002)) {
+Wire::Wire() : Wire(Bench::fabric_config(0x0002c90300b00001), Bench::fabric_config(0x0002c90300b00002)) {}
+
+Wire::Wire(const hca::DeviceConfig &cfg_a, const hca::DeviceConfig &cfg_b) : a(cfg_a), b(cfg_b) {
     a.dev.port_link(1, true);
     b.dev.port_link(1, true);
 }

@@ -68,6 +68,7 @@ struct Bench {
 // are handed to the other, unless the filter drops them.
 struct Wire {
     Wire();
+    Wire(const hca::DeviceConfig &cfg_a, const hca::DeviceConfig &cfg_b);
     // Moves frames until both sides are quiet; drop(from_a, frame_no) may drop.
     void pump(const std::function<bool(bool, uint64_t)> &drop = {});
     // Advances both clocks, delivering frames and firing timers on the way.

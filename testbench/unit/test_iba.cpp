@@ -110,3 +110,29 @@ TEST_CASE("opcode table: extended headers per opcode", "[iba]") {
     CHECK(!opcode_info(kXrc | kAck).xrceth);
     CHECK(opcode_info(kRc | kSendOnlyInv).ieth);
 }
+
+TEST_CASE("VCRC: the table-driven CRC-16 equals the bit-by-bit definition", "[iba]") {
+    auto reference = [](std::span<const uint8_t> p) {
+        uint16_t crc = 0xffff;
+        for (uint8_t b : p) {
+            crc ^= b;
+            for (int i = 0; i < 8; ++i) {
+                crc = (crc & 1) ? static_cast<uint16_t>((crc >> 1) ^ 0xd008) : static_cast<uint16_t>(crc >> 1);
+            }
+        }
+        return static_cast<uint16_t>(~crc);
+    };
+    std::vector<uint8_t> buf(4200);
+    uint32_t x = 12345;
+    for (auto &b : buf) {
+        x = x * 1103515245 + 12345;
+        b = static_cast<uint8_t>(x >> 16);
+    }
+    for (size_t len : {0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 2048, 4117, 4200}) {
+        INFO("length " << len);
+        CHECK(iba::vcrc({buf.data(), len}) == reference({buf.data(), len}));
+    }
+    for (size_t off = 1; off < 9; ++off) {
+        CHECK(iba::vcrc({buf.data() + off, 100}) == reference({buf.data() + off, 100}));
+    }
+}

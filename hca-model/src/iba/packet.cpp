@@ -125,15 +125,48 @@ uint32_t icrc(std::span<const uint8_t> p) {
 }
 
 // VCRC (IBA 7.8.2): CRC-16, polynomial 0x100B, initial value all ones, over
-// the whole packet from LRH through ICRC.
+// the whole packet from LRH through ICRC. Reflected form of
+// x^16 + x^12 + x^3 + x + 1 (0xD008), eight bytes at a time through eight
+// tables (slicing-by-8): t[0] is the byte-wise table, t[k] advances t[k-1]
+// by one more zero byte.
+namespace {
+
+struct VcrcTables {
+    uint16_t t[8][256];
+    constexpr VcrcTables() : t() {
+        for (unsigned i = 0; i < 256; ++i) {
+            uint16_t c = static_cast<uint16_t>(i);
+            for (int k = 0; k < 8; ++k) {
+                c = (c & 1) ? static_cast<uint16_t>((c >> 1) ^ 0xd008) : static_cast<uint16_t>(c >> 1);
+            }
+            t[0][i] = c;
+        }
+        for (unsigned k = 1; k < 8; ++k) {
+            for (unsigned i = 0; i < 256; ++i) {
+                t[k][i] = static_cast<uint16_t>((t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff]);
+            }
+        }
+    }
+};
+constexpr VcrcTables kVcrc;
+
+}  // namespace
+
 uint16_t vcrc(std::span<const uint8_t> p) {
     uint16_t crc = 0xffff;
-    for (uint8_t b : p) {
-        crc ^= b;
-        for (int i = 0; i < 8; ++i) {
-            // Reflected form of x^16 + x^12 + x^3 + x + 1 (0x100B): 0xD008.
-            crc = (crc & 1) ? static_cast<uint16_t>((crc >> 1) ^ 0xd008) : static_cast<uint16_t>(crc >> 1);
-        }
+    const uint8_t *d = p.data();
+    size_t n = p.size();
+    const auto &t = kVcrc.t;
+    while (n >= 8) {
+        const uint8_t b0 = static_cast<uint8_t>(d[0] ^ crc);
+        const uint8_t b1 = static_cast<uint8_t>(d[1] ^ (crc >> 8));
+        crc = static_cast<uint16_t>(t[7][b0] ^ t[6][b1] ^ t[5][d[2]] ^ t[4][d[3]] ^ t[3][d[4]] ^ t[2][d[5]] ^
+                                    t[1][d[6]] ^ t[0][d[7]]);
+        d += 8;
+        n -= 8;
+    }
+    while (n--) {
+        crc = static_cast<uint16_t>((crc >> 8) ^ t[0][(crc ^ *d++) & 0xff]);
     }
     return static_cast<uint16_t>(~crc);
 }

@@ -837,6 +837,12 @@ struct modify_cq_in {
     static constexpr Field cq_umem_valid{0x2e0, 1};
     static constexpr Block pas{0x880, 64, 0};
 };
+struct modify_cq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
 struct cqc {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
