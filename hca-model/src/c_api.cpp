@@ -51,6 +51,7 @@ HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque, const HcaModelConfi
         }
         c.trace_max_bytes = cfg->trace_max_bytes;
         c.fabric = cfg->fabric;
+        c.test_fault = cfg->test_fault ? cfg->test_fault : "";
     }
     try {
         return new HcaModel(*ops, opaque, c);

@@ -34,8 +34,10 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       port1(*this, 1),
       cmdif(*this) {
     uint32_t mask = 0;
-    if (!parse_trace_filter(cfg.trace_filter, &mask)) {
-        throw ConfigError(fmt::format("bad trace filter '{}' (categories: all, none, {})", cfg.trace_filter,
+    TraceScope scope;
+    if (!parse_trace_filter(cfg.trace_filter, &mask, &scope)) {
+        throw ConfigError(fmt::format("bad trace filter '{}' (categories: all, none, {}; qpn=N, cqn=N)",
+                                      cfg.trace_filter,
                                       [] {
                                           std::string s;
                                           for (const auto &c : kTraceCats) {
@@ -50,6 +52,10 @@ Device::Device(Host &host, const DeviceConfig &cfg)
         throw ConfigError(err);
     }
     tracer_.set_mask(mask);
+    tracer_.set_scope(std::move(scope));
+    if (!cfg.test_fault.empty() && cfg.test_fault != "cqe-opcode") {
+        throw ConfigError(fmt::format("unknown test fault '{}' (known: cqe-opcode)", cfg.test_fault));
+    }
     // Packet ids: the low bits of the node GUID, then a counter, so ids of
     // different nodes never collide in a fabric capture.
     next_packet_id_ = (node_guid_ & 0xffff) << 40 | 1;
@@ -63,6 +69,9 @@ Device::Device(Host &host, const DeviceConfig &cfg)
 
 void Device::reset() {
     trace(kTrIseg, "reset node_guid=0x{:016x}", node_guid_);
+    if (!cfg_.test_fault.empty()) {
+        trace(kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
+    }
     timers_.clear();
     sync_timer();
     doorbells_.clear();
@@ -83,10 +92,12 @@ void Device::reset() {
 
 bool Device::set_trace_filter(std::string_view filter) {
     uint32_t mask = 0;
-    if (!parse_trace_filter(filter, &mask)) {
+    TraceScope scope;
+    if (!parse_trace_filter(filter, &mask, &scope)) {
         return false;
     }
     tracer_.set_mask(mask);
+    tracer_.set_scope(std::move(scope));
     return true;
 }
 
@@ -200,7 +211,7 @@ void Device::run() {
     tracer_.flush();
 }
 
-void Device::transmit(Packet &&pkt, uint32_t src_qpn) {
+void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     pkt.id = next_packet_id_++;
     Port &p = port1;
     const auto *lrh = reinterpret_cast<const iba::Lrh *>(pkt.bytes.data());
@@ -209,8 +220,9 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn) {
     if (tracer_.on(kTrPkt)) {
         iba::PacketView v;
         if (iba::parse(pkt.bytes, v) == iba::ParseError::None) {
-            trace(kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}", pkt.id,
+            trace(kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}{}", pkt.id,
                   src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
+                  wqe_index >= 0 ? fmt::format(" wqe=0x{:x}", wqe_index) : "",
                   v.grh ? fmt::format(" dgid={}", iba::gid_str(v.grh->dgid)) : "");
         }
     }

@@ -36,6 +36,9 @@ struct DeviceConfig {
     std::string trace_filter = "all";
     uint64_t trace_max_bytes = 0;
     bool fabric = false;  // the port's link follows a fabric connection
+    // A deliberate device bug, only for checking that the test runner
+    // notices one: "cqe-opcode" (requester CQEs say RESP_SEND, not REQ).
+    std::string test_fault;
 };
 
 struct ConfigError : std::runtime_error {
@@ -67,7 +70,7 @@ class Device {
     void port_rx(unsigned port, const uint8_t *frame, size_t len);
     void port_link(unsigned port, bool up);
     // A packet leaving a QP: local loopback, multicast copy, or the wire.
-    void transmit(Packet &&pkt, uint32_t src_qpn);
+    void transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index = -1);
     Port &port(unsigned) { return port1; }
 
     // Services for the subsystems.

@@ -195,8 +195,14 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const uint8_t *
         dev_.guest_error("EQ eqn={} entry at 0x{:x} is not guest memory: EQ in error", eqn, addr);
         return false;
     }
-    dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
-               sub_type, to_hex({eqe + kEqeData, 28}));
+    if (type == kEventComp) {
+        // Completion EQEs name the CQ (eqe.data.comp.cqn).
+        dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} cqn=0x{:x}", eqn, eq->pi & 0xffffff,
+                   type, sub_type, load_be32(eqe + kEqeData + 0x18) & 0xffffff);
+    } else {
+        dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
+                   sub_type, to_hex({eqe + kEqeData, 28}));
+    }
     ++eq->pi;
     ++eq->eqes;
     ++dev_.counters.eqes;

@@ -91,6 +91,7 @@ void QpTable::reset() {
     mcgs_.clear();
     ids_.reset();
     bf_.clear();
+    bf_last_half_.clear();
     sq_pending_.clear();
     pending_half_.valid = false;
 }
@@ -715,13 +716,28 @@ void QpTable::cmd_detach_mcg(CmdCtx &c) {
 std::string QpTable::info() const {
     std::string s = fmt::format("QPs: {}\n", qps_.size());
     for (const auto &[qpn, qp] : qps_) {
+        // Producer counters as the driver last wrote them in the doorbell record.
+        uint8_t db[8] = {};
+        const bool dbr = dev_.dma_read(qp.dbr, db, 8);
+        const uint16_t rq_pi = static_cast<uint16_t>(load_be32(db));
+        const uint16_t sq_pi = static_cast<uint16_t>(load_be32(db + 4));
         fmt::format_to(std::back_inserter(s),
-                       "  qpn=0x{:x}{} {} {} pd={} sq={} sq_ci=0x{:x} rq={} rq_ci=0x{:x} srqn=0x{:x} cqn=0x{:x}/0x{:x} "
-                       "sq_psn=0x{:x} rq_psn=0x{:x} qkey=0x{:x} sent={} received={} dropped={}\n",
+                       "  qpn=0x{:x}{} {} {} pd={} cqn=0x{:x}/0x{:x} sq={} pi=0x{:x} ci=0x{:x} (posted {}) rq={} "
+                       "pi=0x{:x} ci=0x{:x} srqn=0x{:x} sq_psn=0x{:x} rq_psn=0x{:x} qkey=0x{:x} sent={} received={} "
+                       "dropped={}",
                        qpn, qp.special() ? fmt::format(" (QP{})", qp.ib_qpn()) : "", qp_type_name(qp.st),
-                       qp_state_name(qp.state), qp.pd, qp.sq_wqebbs(), qp.sq_ci, qp.rq_wqes(), qp.rq_ci, qp.srqn,
-                       qp.cqn_snd, qp.cqn_rcv, qp.next_send_psn, qp.next_rcv_psn, qp.qkey, qp.sent, qp.received,
+                       qp_state_name(qp.state), qp.pd, qp.cqn_snd, qp.cqn_rcv, qp.sq_wqebbs(), dbr ? sq_pi : 0,
+                       qp.sq_ci, dbr ? static_cast<uint16_t>(sq_pi - qp.sq_ci) : 0, qp.rq_wqes(), dbr ? rq_pi : 0,
+                       qp.rq_ci, qp.srqn, qp.next_send_psn, qp.next_rcv_psn, qp.qkey, qp.sent, qp.received,
                        qp.dropped);
+        if (qp.connected()) {
+            fmt::format_to(std::back_inserter(s),
+                           " remote_qpn=0x{:x} dlid={} unacked_psn=0x{:x} expected_psn=0x{:x} outstanding_wqes={} "
+                           "retransmits={}{}",
+                           qp.remote_qpn, qp.path.rlid, qp.rc.una, qp.rc.epsn, qp.rc.pending.size(),
+                           qp.rc.retransmits, qp.rc.blocked ? " (blocked on a fence)" : "");
+        }
+        s += '\n';
     }
     for (const auto &[g, members] : mcgs_) {
         fmt::format_to(std::back_inserter(s), "  mcg {} qps={}\n", iba::gid_str(g), members.size());

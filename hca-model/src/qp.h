@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "iba/packet.h"
 #include "ids.h"
 #include "ifc/field.h"
@@ -21,6 +23,23 @@
 #include "rc.h"
 #include "timers.h"
 #include "wqe.h"
+
+namespace hca {
+
+// " pkt=0x<id>" in a trace line when the event was caused by a received
+// packet (its id as the sender and the fabric capture know it), else nothing.
+struct PktRef {
+    uint64_t id;
+};
+
+}  // namespace hca
+
+template <>
+struct fmt::formatter<hca::PktRef> : fmt::formatter<std::string_view> {
+    auto format(hca::PktRef r, fmt::format_context &ctx) const {
+        return r.id ? fmt::format_to(ctx.out(), " pkt=0x{:x}", r.id) : ctx.out();
+    }
+};
 
 namespace hca {
 
@@ -237,10 +256,16 @@ class QpTable {
         uint16_t index = 0;
         uint32_t expected = 0;  // ds * 16
         uint32_t got = 0;       // bytes written so far
+        int8_t prev_half = -1;  // half of the bfreg's previous doorbell (-1: none)
         std::array<uint8_t, kBfBufSize> bytes{};
     };
     std::map<uint32_t, BfCapture> bf_;
+    std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
     std::deque<uint32_t> sq_pending_;
+    // Trace context: the WQE whose packets are being sent, the packet
+    // being received.
+    int32_t tx_wqe_ = -1;
+    uint64_t rx_pkt_ = 0;
     uint64_t bf_executed_ = 0;
 };
 

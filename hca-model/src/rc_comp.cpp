@@ -173,8 +173,8 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     if (op == iba::kAck) {
         switch (syndrome & 0xe0) {
         case kAethAck:
-            dev_.trace(kTrPkt, "ack qpn=0x{:x} psn=0x{:x} msn=0x{:x}", qp.qpn, psn,
-                       v.aeth->syndrome_msn.get() & 0xffffff);
+            dev_.trace(kTrPkt, "ack qpn=0x{:x} psn=0x{:x} msn=0x{:x} id=0x{:x}", qp.qpn, psn,
+                       v.aeth->syndrome_msn.get() & 0xffffff, pkt.id);
             rc_ack_upto(qp, psn);
             // An ACK beyond an unanswered read means its response was lost.
             for (RcWqe &w : qp.rc.pending) {

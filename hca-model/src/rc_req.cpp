@@ -73,7 +73,7 @@ void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bo
     s.psn = psn & 0xffffff;
     Packet pkt;
     iba::build_into(pkt.bytes, s, ext, payload);
-    dev_.transmit(std::move(pkt), qp.qpn);
+    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
 }
 
 // Parses the segments of an RC/UC/XRC send WQE (hw/wr.c mlx5_ib_post_send(),
@@ -262,6 +262,11 @@ bool QpTable::rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, s
 
 // Sends the packets of w whose PSN is at or after from_psn.
 bool QpTable::rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd) {
+    struct WqeContext {
+        int32_t &slot;
+        ~WqeContext() { slot = -1; }
+    } ctx{tx_wqe_};
+    tx_wqe_ = w.index;
     const uint8_t t = transport_of(qp.st);
     const uint32_t mtu = rc_mtu(qp);
     const uint32_t start = std::max<int32_t>(0, psn_diff(from_psn, w.first_psn));

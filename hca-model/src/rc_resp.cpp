@@ -120,10 +120,10 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
     cqe.wqe_counter.set(r.index);
     cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
     ++qp.received;
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}", r.cqn, qp.qpn,
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}{}", r.cqn, qp.qpn,
                opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
                : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
-               r.index, byte_cnt);
+               r.index, byte_cnt, PktRef{rx_pkt_});
     dev_.cqs.post(r.cqn, cqe, v.se());
     r.active = false;
 }

@@ -13,6 +13,11 @@
 namespace hca {
 
 void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
+    struct PktContext {
+        uint64_t &slot;
+        ~PktContext() { slot = 0; }
+    } ctx{rx_pkt_};
+    rx_pkt_ = pkt.id;
     const uint32_t dqpn = v.dqpn();
     const bool ud = (v.opcode() & 0xe0) == iba::kUd;
     if (dqpn == iba::kMulticastQpn) {
@@ -205,8 +210,8 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         e.wqe_counter.set(index);
         e.srqn.set(srq ? srq->srqn : 0);
         e.op_own = kCqeRespErr << 4;
-        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x})", qp.cqn_rcv,
-                   qp.qpn, index, cqe_syndrome_name(synd), synd);
+        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}){}", qp.cqn_rcv,
+                   qp.qpn, index, cqe_syndrome_name(synd), synd, PktRef{rx_pkt_});
         dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
         ++qp.dropped;
         return;
@@ -225,9 +230,10 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>((imm ? kCqeRespSendImm : kCqeRespSend) << 4 | (v.se() ? 2 : 0));
     ++qp.received;
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={}",
+    dev_.trace(kTrCqe,
+               "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={}{}",
                qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, need, v.slid(),
-               v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr);
+               v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_rcv, cqe, v.se());
 }
 

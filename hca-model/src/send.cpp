@@ -72,6 +72,12 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
             }
             qp->bf_wqes[cap.index].assign(cap.bytes.begin(), cap.bytes.begin() + cap.expected);
             ++bf_executed_;
+            // A bfreg that carries BlueFlame copies alternates its two
+            // halves on every doorbell (bf->offset ^= buf_size).
+            if (cap.prev_half == static_cast<int8_t>(buf_key & 1)) {
+                dev_.guest_error("BlueFlame alternation broken: doorbells in a row to half {} of bfreg {} of uar {}",
+                                 buf_key & 1, (buf_key >> 1) & 7, uar);
+            }
         }
         // Keep got past expected so the rest of the chunk is swallowed.
     }
@@ -86,6 +92,11 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
                qpn, index, wqe_opcode_name(head & 0xff), ds);
     BfCapture &cap = bf_[buf_key];
     cap.active = false;
+    {
+        auto [it, fresh] = bf_last_half_.try_emplace(buf_key >> 1, static_cast<uint8_t>(buf_key & 1));
+        cap.prev_half = fresh ? -1 : static_cast<int8_t>(it->second);
+        it->second = static_cast<uint8_t>(buf_key & 1);
+    }
     if (!qp) {
         dev_.guest_error("SQ doorbell for QP 0x{:x} that does not exist (uar={} +0x{:x})", qpn, uar, offset);
         return;
@@ -98,6 +109,15 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
     if (qp->no_sq) {
         dev_.guest_error("SQ doorbell for qpn=0x{:x}, which has no send queue", qpn);
         return;
+    }
+    // The driver writes the doorbell record before the doorbell: the WQE the
+    // doorbell names must be behind the record's producer counter.
+    if (uint8_t db[4]; qp->state == QpState::Rts && dev_.dma_read(qp->dbr + 4, db, 4)) {
+        const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+        if (static_cast<uint16_t>(pi - index - 1) >= qp->sq_wqebbs()) {
+            dev_.guest_error("qpn=0x{:x} doorbell names WQE 0x{:x} but the doorbell record's producer counter is 0x{:x}",
+                             qpn, index, pi);
+        }
     }
     if (dev_.fw.caps().gen(ifc::cmd_hca_cap::bf) && ds && ds * 16 <= kBfBufSize) {
         // May be the start of a BlueFlame copy of this WQE.
@@ -194,6 +214,8 @@ void QpTable::process_sq(Qp &qp) {
     }
     const uint16_t pi = static_cast<uint16_t>(load_be32(db));
     const uint32_t nbb = qp.sq_wqebbs();
+    dev_.trace(kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
+               static_cast<uint16_t>(pi - qp.sq_ci));
     if (static_cast<uint16_t>(pi - qp.sq_ci) > nbb) {
         dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
                          pi, nbb, qp.sq_ci);
@@ -406,7 +428,7 @@ void QpTable::send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe,
     Packet pkt;
     iba::build_into(pkt.bytes, s, {ext, ext_len}, payload_buf_);
     ++qp.sent;
-    dev_.transmit(std::move(pkt), qp.qpn);
+    dev_.transmit(std::move(pkt), qp.qpn, index);
     req_cqe(qp, index, opcode, static_cast<uint32_t>(payload_buf_.size()), (ctrl.fm_ce_se & kCeCqUpdate) != 0, s.se);
 }
 
@@ -419,8 +441,11 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
     cqe.sop_drop_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>(kCqeReq << 4);
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}", qp.cqn_snd, qp.qpn,
-               wqe_opcode_name(wqe_opcode), index, byte_cnt);
+    if (dev_.config().test_fault == "cqe-opcode") {
+        cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);  // deliberately wrong (--test-fault)
+    }
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
+               wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, cqe, solicited);
 }
 
@@ -430,8 +455,9 @@ void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t sy
     e.s_wqe_opcode_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     e.wqe_counter.set(index);
     e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x})",
-               qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome);
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}){}",
+               qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
+               PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
 }
 

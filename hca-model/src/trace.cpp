@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -24,8 +26,73 @@ std::string to_hex(std::span<const uint8_t> bytes) {
     return s;
 }
 
-bool parse_trace_filter(std::string_view filter, uint32_t *mask) {
+namespace {
+
+bool parse_number(std::string_view s, uint32_t *out) {
+    int base = 10;
+    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        s.remove_prefix(2);
+        base = 16;
+    }
+    if (s.empty()) {
+        return false;
+    }
+    uint64_t v = 0;
+    for (char ch : s) {
+        const int d = ch >= '0' && ch <= '9' ? ch - '0'
+                      : base == 16 && ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                      : base == 16 && ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                                             : -1;
+        if (d < 0) {
+            return false;
+        }
+        v = v * base + d;
+        if (v > 0xffffff) {
+            return false;
+        }
+    }
+    *out = static_cast<uint32_t>(v);
+    return true;
+}
+
+// The hex numbers after every "<key>0x" in line.
+template <typename F>
+void for_each_id(std::string_view line, std::string_view key, F f) {
+    for (size_t at = line.find(key); at != std::string_view::npos; at = line.find(key, at + 1)) {
+        if (at > 0 && line[at - 1] != ' ') {
+            continue;  // "src_qpn=" is not "qpn="
+        }
+        size_t end = at + key.size();
+        while (end < line.size() && std::isxdigit(static_cast<unsigned char>(line[end]))) {
+            ++end;
+        }
+        uint32_t v;
+        if (parse_number(line.substr(at + key.size() - 2, end - at - key.size() + 2), &v)) {
+            f(v);
+        }
+    }
+}
+
+}  // namespace
+
+bool Tracer::in_scope() const {
+    const std::string_view line(buf_.data(), buf_.size());
+    bool named = false;
+    bool hit = false;
+    auto check = [&](const std::vector<uint32_t> &set) {
+        return [&](uint32_t v) {
+            named = true;
+            hit = hit || std::find(set.begin(), set.end(), v) != set.end();
+        };
+    };
+    for_each_id(line, "qpn=0x", check(scope_.qpns));
+    for_each_id(line, "cqn=0x", check(scope_.cqns));
+    return !named || hit;
+}
+
+bool parse_trace_filter(std::string_view filter, uint32_t *mask, TraceScope *scope) {
     uint32_t m = 0;
+    TraceScope sc;
     while (!filter.empty()) {
         const size_t comma = filter.find(',');
         std::string_view word = filter.substr(0, comma);
@@ -36,6 +103,14 @@ bool parse_trace_filter(std::string_view filter, uint32_t *mask) {
             word.remove_prefix(1);
         }
         uint32_t bits = 0;
+        if (word.starts_with("qpn=") || word.starts_with("cqn=")) {
+            uint32_t v;
+            if (remove || !scope || !parse_number(word.substr(4), &v)) {
+                return false;
+            }
+            (word[0] == 'q' ? sc.qpns : sc.cqns).push_back(v);
+            continue;
+        }
         if (word == "all") {
             bits = ~kTrCmdData;  // payload dumps only on request
         } else if (word == "none" || word.empty()) {
@@ -56,6 +131,9 @@ bool parse_trace_filter(std::string_view filter, uint32_t *mask) {
         m = remove ? m & ~bits : m | bits;
     }
     *mask = m;
+    if (scope) {
+        *scope = std::move(sc);
+    }
     return true;
 }
 

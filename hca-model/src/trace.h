@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -68,8 +69,16 @@ const char *trace_cat_name(uint32_t cat);
 // Bytes as contiguous lower-case hex, for payload dumps.
 std::string to_hex(std::span<const uint8_t> bytes);
 
-// Parses "all", "none", "cmd,eq", "all,-uar" into a category mask.
-bool parse_trace_filter(std::string_view filter, uint32_t *mask);
+// Parses "all", "none", "cmd,eq", "all,-uar" into a category mask, and
+// "qpn=0x104", "cqn=7" words into a scope: then events of the QP-level
+// categories (wqe, cqe, pkt, qp, mkey, uar) that name a QPN or CQN are kept
+// only for the listed QPs/CQs.
+struct TraceScope {
+    std::vector<uint32_t> qpns;
+    std::vector<uint32_t> cqns;
+    bool empty() const { return qpns.empty() && cqns.empty(); }
+};
+bool parse_trace_filter(std::string_view filter, uint32_t *mask, TraceScope *scope = nullptr);
 
 class Tracer {
   public:
@@ -81,6 +90,7 @@ class Tracer {
     // Opens path (empty: tracing to a file is off).
     bool open(const std::string &path, uint64_t max_bytes, std::string *err);
     void set_mask(uint32_t mask) { mask_ = file_ ? mask : 0; wanted_ = mask; }
+    void set_scope(TraceScope scope) { scope_ = std::move(scope); }
     uint32_t mask() const { return wanted_; }
 
     bool on(uint32_t cat) const { return (mask_ & cat) != 0; }
@@ -94,6 +104,9 @@ class Tracer {
         fmt::format_to(std::back_inserter(buf_), "{} {}.{:03} {} ", ++seq_, now_ns / 1000,
                        (now_ns % 1000 + 1000) % 1000, trace_cat_name(cat));
         fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
+        if (!scope_.empty() && (cat & kScopedCats) && !in_scope()) {
+            return;
+        }
         buf_.push_back('\n');
         write(std::string_view(buf_.data(), buf_.size()));
     }
@@ -107,7 +120,10 @@ class Tracer {
     }
 
   private:
+    static constexpr uint32_t kScopedCats = 1u << 12 | 1u << 13 | 1u << 14 | 1u << 9 | 1u << 15 | 1u << 4;
     void write(std::string_view line);
+    bool in_scope() const;
+    TraceScope scope_;
 
     FILE *file_ = nullptr;
     std::string path_;

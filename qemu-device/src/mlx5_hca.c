@@ -12,6 +12,7 @@
  *   -device mlx5-hca,bus=rp0[,node-guid=<u64>][,trace=<file>]
  *           [,trace-filter=<categories>][,trace-max-bytes=<n>]
  *           [,fabric=<unix socket of hcasim-fabric's switch port>]
+ *           [,x-test-fault=cqe-opcode]  (test-only: a deliberate device bug)
  *
  * Without "fabric" the port's link is always up (a subnet manager in the
  * guest can configure it; traffic to its own LID loops back). With it, the
@@ -78,6 +79,7 @@ struct Mlx5HcaState {
     char *trace_filter;
     uint64_t trace_max_bytes;
     char *fabric_path;
+    char *test_fault;
 
     Mlx5HcaLink link;
 };
@@ -391,6 +393,7 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         .trace_filter = s->trace_filter,
         .trace_max_bytes = s->trace_max_bytes,
         .fabric = s->fabric_path && *s->fabric_path,
+        .test_fault = s->test_fault,
     };
     char err[256] = "";
     unsigned i;
@@ -520,6 +523,8 @@ static Property mlx5_hca_properties[] = {
     DEFINE_PROP_STRING("trace", Mlx5HcaState, trace_path),
     DEFINE_PROP_UINT64("trace-max-bytes", Mlx5HcaState, trace_max_bytes, 0),
     DEFINE_PROP_STRING("fabric", Mlx5HcaState, fabric_path),
+    /* Test-only: a deliberate device bug the test runner must catch. */
+    DEFINE_PROP_STRING("x-test-fault", Mlx5HcaState, test_fault),
     DEFINE_PROP_END_OF_LIST(),
 };
 

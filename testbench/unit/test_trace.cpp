@@ -50,3 +50,40 @@ TEST_CASE("trace lines carry sequence and time, and the file stays under its cap
     std::remove(path);
     std::remove((std::string(path) + ".1").c_str());
 }
+
+TEST_CASE("trace scope: qpn= and cqn= keep the QP-level events of the listed objects", "[trace]") {
+    uint32_t m = 0;
+    TraceScope sc;
+    REQUIRE(parse_trace_filter("wqe,cqe,cmd,qpn=0x104,cqn=7", &m, &sc));
+    CHECK(sc.qpns == std::vector<uint32_t>{0x104});
+    CHECK(sc.cqns == std::vector<uint32_t>{7});
+    CHECK(!parse_trace_filter("qpn=0x104", &m));         // no scope requested
+    CHECK(!parse_trace_filter("qpn=zz", &m, &sc));
+    CHECK(!parse_trace_filter("-qpn=1", &m, &sc));
+    char path[] = "/tmp/hcasim-trace-XXXXXX";
+    close(mkstemp(path));
+    {
+        Tracer t;
+        std::string err;
+        REQUIRE(t.open(path, 1 << 20, &err));
+        REQUIRE(parse_trace_filter("wqe,cqe,cmd,qpn=0x104,cqn=0x7", &m, &sc));
+        t.set_mask(m);
+        t.set_scope(sc);
+        t.emit(kTrWqe, 1, "fetch qpn=0x{:x} index=0x0", 0x104);           // kept
+        t.emit(kTrWqe, 2, "fetch qpn=0x{:x} index=0x0", 0x105);           // dropped
+        t.emit(kTrCqe, 3, "cqe cqn=0x7 qpn=0x105 REQ");                   // kept (its CQ)
+        t.emit(kTrCqe, 4, "cqe cqn=0x8 qpn=0x106 REQ src_qpn=0x104");     // dropped (src_qpn is not qpn)
+        t.emit(kTrCmd, 5, "done opcode=CREATE_QP qpn=0x999");             // not a QP-level category
+        t.emit(kTrWqe, 6, "something without ids");                       // kept
+        t.flush();
+    }
+    std::ifstream f(path);
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(all.find("qpn=0x104 index") != std::string::npos);
+    CHECK(all.find("qpn=0x105 index") == std::string::npos);
+    CHECK(all.find("cqn=0x7 qpn=0x105") != std::string::npos);
+    CHECK(all.find("cqn=0x8") == std::string::npos);
+    CHECK(all.find("CREATE_QP") != std::string::npos);
+    CHECK(all.find("without ids") != std::string::npos);
+    std::remove(path);
+}

@@ -59,6 +59,9 @@ typedef struct HcaModelConfig {
     bool fabric;               /* a fabric link is attached: the port's
                                 * physical link follows hca_model_port_link();
                                 * without one the link is always up */
+    const char *test_fault;    /* NULL/"": none; a deliberate device bug for
+                                * testing the test runner: "cqe-opcode"
+                                * (requester CQEs carry a wrong opcode) */
 } HcaModelConfig;
 
 /* Returns NULL and a message in err on a configuration error. */
