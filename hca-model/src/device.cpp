@@ -341,7 +341,7 @@ void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsig
         guest_error("doorbell write to UAR {} +0x{:x} that is not allocated: ignored", uar, off);
         return;
     }
-    trace(kTrUar, "write uar={} offset=0x{:x} size={} data={}", uar, off, size, to_hex({data, size}));
+    trace(kTrUar, "write uar={} offset=0x{:x} size={} data={}", uar, off, size, HexBytes{{data, size}});
     if (off >= UarTable::kBfRegion) {
         qps.sq_doorbell(uar, off, data, size);
         return;

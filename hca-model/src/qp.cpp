@@ -96,6 +96,11 @@ void QpTable::reset() {
     pending_half_.valid = false;
 }
 
+void QpTable::forget_uar(uint32_t uar) {
+    std::erase_if(bf_, [uar](const auto &kv) { return kv.first >> 4 == uar; });
+    std::erase_if(bf_last_half_, [uar](const auto &kv) { return kv.first >> 3 == uar; });
+}
+
 Qp *QpTable::find(uint32_t qpn) {
     auto it = qps_.find(qpn);
     return it == qps_.end() ? nullptr : &it->second;

@@ -157,6 +157,9 @@ class QpTable {
   public:
     explicit QpTable(Device &dev) : dev_(dev) {}
     void reset();
+    // A UAR page changed hands (ALLOC_UAR/DEALLOC_UAR): its bfregs start
+    // over (BlueFlame half, partial BlueFlame copies).
+    void forget_uar(uint32_t uar);
     Qp *find(uint32_t qpn);
     // The HW QP that receives packets for IB QPN 0 / 1 of the port.
     Qp *special_qp(uint8_t st);

@@ -155,6 +155,8 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
             w.compare_mask = w.compare;  // field boundary
             w.compare = 0;
         }
+        // The operands are in no other line of the trace.
+        dev_.trace(kTrWqe, "  atomic qpn=0x{:x} swap_add=0x{:x} compare=0x{:x}", qp.qpn, w.swap_add, w.compare);
     }
     // Data pointers or inline data.
     while (off + 4 <= wqe.size()) {
@@ -165,9 +167,9 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
                 synd = kSyndLocalLength;
                 return false;
             }
+            dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
+                       HexBytes{wqe.subspan(off + 4, std::min<uint32_t>(len, 32))});
             if (len) {
-                dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
-                           to_hex(wqe.subspan(off + 4, std::min<uint32_t>(len, 32))));
                 w.sges.push_back({0, w.inline_data.size(), len, true});
                 w.inline_data.insert(w.inline_data.end(), wqe.begin() + off + 4, wqe.begin() + off + 4 + len);
             }
@@ -178,12 +180,14 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
         if (!take(&d, sizeof(d))) {
             break;
         }
+        // Every segment is traced, empty ones too, so the trace accounts
+        // for all ds * 16 bytes of the WQE (./hcasim trace decode).
+        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+                   d.byte_count.get());
         if (d.byte_count.get() == 0) {
             continue;
         }
         w.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
-        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
-                   d.byte_count.get());
     }
     if (!w.inline_data.empty() && (w.is_read() || w.is_atomic())) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline data in a {}", qp.qpn, index, wqe_opcode_name(w.opcode));
@@ -210,9 +214,11 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
         const uint32_t mtu = rc_mtu(qp);
         w.npkts = std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
     }
-    dev_.trace(kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
-               wqe_opcode_name(w.opcode), qp.qpn, index, w.length, w.raddr, w.rkey, w.npkts,
-               qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
+    if (dev_.tracer().on(kTrWqe)) {
+        dev_.trace(kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
+                   wqe_opcode_name(w.opcode), qp.qpn, index, w.length, w.raddr, w.rkey, w.npkts,
+                   qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
+    }
     return true;
 }
 

@@ -318,7 +318,7 @@ bool QpTable::gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t>
             }
             payload.insert(payload.end(), segs.begin() + off + 4, segs.begin() + off + 4 + len);
             dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
-                       hex(segs.subspan(off + 4, std::min<uint32_t>(len, 32))));
+                       HexBytes{segs.subspan(off + 4, std::min<uint32_t>(len, 32))});
             off += (4 + len + 15) & ~size_t{15};
             continue;
         }
@@ -423,8 +423,10 @@ void QpTable::send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe,
         store_be32(ext + 8, ctrl.imm.get());
         ext_len = 12;
     }
-    dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid, s.dqpn,
-               qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
+    if (dev_.tracer().on(kTrWqe)) {
+        dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
+                   s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
+    }
     Packet pkt;
     iba::build_into(pkt.bytes, s, {ext, ext_len}, payload_buf_);
     ++qp.sent;

@@ -69,6 +69,12 @@ const char *trace_cat_name(uint32_t cat);
 // Bytes as contiguous lower-case hex, for payload dumps.
 std::string to_hex(std::span<const uint8_t> bytes);
 
+// The same as a trace argument: formatted only when the line is written, so
+// a call whose category is off costs no string (trace(..., HexBytes{b})).
+struct HexBytes {
+    std::span<const uint8_t> bytes;
+};
+
 // Parses "all", "none", "cmd,eq", "all,-uar" into a category mask, and
 // "qpn=0x104", "cqn=7" words into a scope: then events of the QP-level
 // categories (wqe, cqe, pkt, qp, mkey, uar) that name a QPN or CQN are kept
@@ -79,6 +85,15 @@ struct TraceScope {
     bool empty() const { return qpns.empty() && cqns.empty(); }
 };
 bool parse_trace_filter(std::string_view filter, uint32_t *mask, TraceScope *scope = nullptr);
+
+// Built with HCASIM_TRACE_COMPILED_OUT (the data-path benchmark's baseline
+// only): every category is off at compile time, so the trace calls and
+// their arguments compile to nothing.
+#ifdef HCASIM_TRACE_COMPILED_OUT
+inline constexpr bool kTraceCompiled = false;
+#else
+inline constexpr bool kTraceCompiled = true;
+#endif
 
 class Tracer {
   public:
@@ -93,7 +108,7 @@ class Tracer {
     void set_scope(TraceScope scope) { scope_ = std::move(scope); }
     uint32_t mask() const { return wanted_; }
 
-    bool on(uint32_t cat) const { return (mask_ & cat) != 0; }
+    bool on(uint32_t cat) const { return kTraceCompiled && (mask_ & cat) != 0; }
 
     template <typename... Args>
     void emit(uint32_t cat, int64_t now_ns, fmt::format_string<Args...> f, Args &&...args) {
@@ -136,3 +151,16 @@ class Tracer {
 };
 
 }  // namespace hca
+
+template <>
+struct fmt::formatter<hca::HexBytes> : fmt::formatter<std::string_view> {
+    auto format(hca::HexBytes h, fmt::format_context &ctx) const {
+        static constexpr char kDigits[] = "0123456789abcdef";
+        auto out = ctx.out();
+        for (uint8_t b : h.bytes) {
+            *out++ = kDigits[b >> 4];
+            *out++ = kDigits[b & 15];
+        }
+        return out;
+    }
+};

@@ -29,6 +29,7 @@ void UarTable::cmd_alloc_uar(CmdCtx &c) {
         return;
     }
     c.set(ifc::alloc_uar_out::uar, *idx);
+    dev_.qps.forget_uar(*idx);
     dev_.trace(kTrUar, "alloc uar={}", *idx);
 }
 
@@ -39,6 +40,7 @@ void UarTable::cmd_dealloc_uar(CmdCtx &c) {
         return;
     }
     used_[idx] = false;
+    dev_.qps.forget_uar(idx);
     dev_.trace(kTrUar, "dealloc uar={}", idx);
 }
 

@@ -340,6 +340,40 @@ TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's wri
     CHECK(!s.d.next_cqe(s.scq));
 }
 
+TEST_CASE("BlueFlame alternation: two doorbells in a row to one half warn; a reallocated UAR starts over",
+          "[dp][bf]") {
+    Setup s;
+    auto a = s.ud(1);
+    const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
+    auto nop = [&](uint32_t half) {
+        uint8_t w[64] = {};
+        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
+        hca::store_be32(w + 4, a.qpn << 8 | 1);
+        s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
+        ++a.sq_pi;
+        s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+        for (int k = 0; k < 8; ++k) {
+            s.d.bar_write(base + half + k * 8, w + k * 8, 8);
+        }
+        s.b.pump();
+    };
+    nop(0);
+    nop(256);
+    const uint64_t errors = s.b.dev.counters.guest_errors;
+    nop(256);  // the same half twice: the driver lost track of bf->offset
+    CHECK(s.b.dev.counters.guest_errors == errors + 1);
+    // DEALLOC_UAR + ALLOC_UAR (a new user context gets the page): its first
+    // doorbell may use half 0 even though the old owner's last one did too.
+    nop(0);
+    const uint64_t before = s.b.dev.counters.guest_errors;
+    auto in = Driver::inbox(hca::kOpDeallocUar, 0, ifc::dealloc_uar_in::size_bytes);
+    hca::ifc::set(in.data(), ifc::dealloc_uar_in::uar, s.uar);
+    REQUIRE(s.d.exec(in, ifc::dealloc_uar_out::size_bytes).status == 0);
+    REQUIRE(s.d.alloc_uar() == s.uar);
+    nop(0);
+    CHECK(s.b.dev.counters.guest_errors == before);
+}
+
 TEST_CASE("BlueFlame: a SEND with inline data from the write; torn and stray writes fall back", "[dp][bf]") {
     Setup s;
     auto a = s.ud(1);
