@@ -43,12 +43,16 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
 }
 
 // Responder-side fatal error: NAK the requester, complete the receive WQE in
-// error if one was in use, and move to the error state (IBA 9.9.3).
+// error if one was in use, and move to the error state (IBA 9.9.3). An RC
+// error that no receive completion reports (RDMA READ/WRITE, atomics) is an
+// affiliated asynchronous error instead (IBA 11.6.3): Invalid Request or
+// Local Access Violation Work Queue Error.
 void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why) {
     if (qp.st != kQpUc) {
         rc_ack(qp, psn, kAethNak | nak);
     }
-    if (qp.rc.recv.active && cqe_synd) {
+    const bool completed = qp.rc.recv.active && cqe_synd;
+    if (completed) {
         ErrCqe e{};
         e.syndrome = cqe_synd;
         e.s_wqe_opcode_qpn.set(qp.qpn);
@@ -60,6 +64,12 @@ void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd,
     qp.rc.recv.active = false;
     qp.rc.write.active = false;
     to_error(qp, why);
+    if (!completed && qp.st != kQpUc && (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
+        uint8_t data[28] = {};
+        data[0x14] = 0;  // type: QP
+        store_be32(data + 0x18, qp.qpn);
+        dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, data, sizeof(data));
+    }
 }
 
 // Takes the receive WQE for a new SEND (or WRITE with immediate).

@@ -443,8 +443,10 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
     cqe.sop_drop_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>(kCqeReq << 4);
-    if (dev_.config().test_fault == "cqe-opcode") {
-        cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);  // deliberately wrong (--test-fault)
+    if (dev_.config().test_fault == "cqe-opcode" && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr) {
+        // Deliberately wrong (--test-fault), on the data-path QPs only so
+        // that the port still comes up and the tests reach their checks.
+        cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
     }
     dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
                wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});

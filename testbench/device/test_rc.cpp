@@ -1,6 +1,7 @@
 // Connected transports between two devices cabled back to back: RC SEND,
 // RDMA WRITE (with immediate), RDMA READ, atomics, RNR NAK and retry, loss
-// and go-back-N retransmission, retry exhaustion, remote access errors, UC.
+// and go-back-N retransmission, retry exhaustion, remote access errors and
+// the responder's affiliated asynchronous errors, UC.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -171,6 +172,58 @@ TEST_CASE("RC remote access error: bad rkey on the requester, both sides in erro
     e = q.a.d.next_cqe(q.a.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+}
+
+TEST_CASE("RC responder errors without a receive completion raise an affiliated async error on its QP",
+          "[rc][eq]") {
+    // Async EQs subscribed to Invalid Request (0x10) and Local Access
+    // Violation (0x11) Work Queue Errors, as mlx5_core's async EQ is.
+    const std::array<uint64_t, 4> wq_errors{uint64_t{3} << hca::kEventWqInvalReq, 0, 0, 0};
+    auto qp_of = [](const Eqe &e) { return hca::load_be32(e.data() + 0x20 + 0x18) & 0xffffff; };
+
+    // RDMA WRITE through a bad rkey: the requester has its error CQE, the
+    // responder's QP an access violation event.
+    Pair p;
+    auto aeq_a = p.a.d.create_eq(4, 1, wq_errors, p.a.uar);
+    auto aeq_b = p.b.d.create_eq(4, 1, wq_errors, p.b.uar);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, p.a.mr.iova, 16}},
+                           .raddr = p.b.mr.iova, .rkey = p.b.mr.key ^ 0x100});
+    p.w.pump();
+    auto e = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+    auto ev = p.b.d.next_eqe(aeq_b);
+    REQUIRE(ev);
+    CHECK((*ev)[1] == hca::kEventWqAccessErr);
+    CHECK(qp_of(*ev) == p.qb.qpn);
+    CHECK(!p.b.d.next_eqe(aeq_b));
+    CHECK(!p.a.d.next_eqe(aeq_a));  // the requester's error is its CQE
+
+    // A misaligned atomic is an invalid request.
+    Pair q;
+    auto aeq_q = q.b.d.create_eq(4, 1, wq_errors, q.b.uar);
+    q.a.d.post_send(q.qa, {.opcode = hca::kWqeAtomicFa, .sges = {{q.a.mr.key, q.a.mr.iova, 8}},
+                           .raddr = q.b.mr.iova + 4, .rkey = q.b.mr.key, .swap_add = 1});
+    q.w.pump();
+    e = q.a.d.next_cqe(q.a.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndRemoteInvalReq);
+    ev = q.b.d.next_eqe(aeq_q);
+    REQUIRE(ev);
+    CHECK((*ev)[1] == hca::kEventWqInvalReq);
+    CHECK(qp_of(*ev) == q.qb.qpn);
+
+    // A SEND too long for its receive WQE is reported by the receive
+    // completion, with no event.
+    Pair r;
+    auto aeq_r = r.b.d.create_eq(4, 1, wq_errors, r.b.uar);
+    r.b.d.post_recv(r.qb, r.b.mr.key, r.b.mr.iova, 16);
+    r.a.d.post_send(r.qa, {.opcode = hca::kWqeSend, .sges = {{r.a.mr.key, r.a.mr.iova, 64}}});
+    r.w.pump();
+    e = r.b.d.next_cqe(r.b.rcq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndLocalLength);
+    CHECK(!r.b.d.next_eqe(aeq_r));
 }
 
 TEST_CASE("UC: SEND and WRITE without acknowledgements", "[rc][uc]") {

@@ -1,8 +1,17 @@
-"""Building hcasim: the CMake trees, QEMU with the device, the guest image."""
+"""Building hcasim: the CMake trees, QEMU with the device, the guest image,
+and our guest modules (guest-driver/)."""
+import hashlib
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 from hcasim import deps
-from hcasim.common import BUILD, ROOT, SAN_BUILD, die, run, say
+from hcasim.common import BUILD, ROOT, SAN_BUILD, capture, die, run, say
+
+KVERBS_SRC = ROOT / "guest-driver" / "kverbs"
+KVERBS_OBJ = BUILD / "kverbs-obj"   # the kbuild tree (sources copied in)
+KVERBS_OUT = BUILD / "kverbs"       # what the guests get: /hcasim/kverbs/kverbs.ko
 
 
 def cmake_tree(tree, *options, env=None):
@@ -29,6 +38,74 @@ def image():
     run([ROOT / "images" / "build-image.sh", BUILD / "image"])
 
 
+def guest_kernel_release():
+    """The guest image's kernel release (e.g. 6.1.0-57-amd64), or None."""
+    manifest = BUILD / "image" / "manifest.txt"
+    if manifest.exists():
+        for line in manifest.read_text().splitlines():
+            if line.startswith("kernel "):
+                return line.split()[1]
+    return None
+
+
+def kernel_headers(release):
+    """/usr/src/linux-headers-RELEASE, installed with apt if missing; None
+    if apt has no such package."""
+    headers = Path(f"/usr/src/linux-headers-{release}")
+    if (headers / "Makefile").exists():
+        return headers
+    pkg = f"linux-headers-{release}"
+    if capture(["apt-cache", "show", pkg]).returncode != 0:
+        say(f"apt-get update (looking for {pkg})")
+        run(["apt-get", "update", "-q"], quiet=True)
+    if capture(["apt-cache", "show", pkg]).returncode != 0:
+        return None
+    deps.ensure(extra=[pkg])
+    return headers if (headers / "Makefile").exists() else None
+
+
+def kverbs():
+    """guest-driver/kverbs built against the guest kernel's headers into
+    build/kverbs/kverbs.ko; rebuilt only when its sources or the guest
+    kernel change."""
+    release = guest_kernel_release()
+    if not release:
+        say("kverbs: the guest image names no kernel; not built")
+        return
+    sources = sorted(f for f in KVERBS_SRC.iterdir()
+                     if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Kbuild", "Makefile")))
+    h = hashlib.sha256(release.encode())
+    for f in sources:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    key = h.hexdigest()
+    stamp = KVERBS_OBJ / ".hcasim-stamp"
+    ko = KVERBS_OUT / "kverbs.ko"
+    if ko.exists() and stamp.exists() and stamp.read_text() == key:
+        say("kverbs.ko is up to date")
+        return
+    headers = kernel_headers(release)
+    if not headers:
+        say(f"kverbs: apt has no linux-headers-{release}; kverbs.ko not built (the kverbs guest test will fail)")
+        return
+    say(f"building kverbs.ko for {release}")
+    KVERBS_OBJ.mkdir(parents=True, exist_ok=True)
+    for f in sources:
+        dst = KVERBS_OBJ / f.name
+        if not dst.exists() or dst.read_bytes() != f.read_bytes():
+            shutil.copy2(f, dst)
+    r = subprocess.run(["make", "-C", str(headers), f"M={KVERBS_OBJ}", f"-j{os.cpu_count() or 2}", "modules"],
+                       capture_output=True, text=True)
+    (KVERBS_OBJ / "build.log").write_text(r.stdout + r.stderr)
+    if r.returncode != 0:
+        tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
+        die(f"building kverbs.ko failed (log {KVERBS_OBJ / 'build.log'}):\n{tail}")
+    KVERBS_OUT.mkdir(parents=True, exist_ok=True)
+    # Without debug info (1 MB -> ~60 KB): the guests get a copy per run.
+    run(["objcopy", "--strip-debug", KVERBS_OBJ / "kverbs.ko", ko], quiet=True)
+    stamp.write_text(key)
+    say(f"kverbs.ko: {ko}")
+
+
 def everything(sanitizers=False):
     """Dependencies, the main tree, QEMU and the guest image (each step is a
     no-op when its inputs did not change)."""
@@ -39,6 +116,7 @@ def everything(sanitizers=False):
     qemu()
     say("building the guest image")
     image()
+    kverbs()
     if sanitizers:
         say("building the ASan/UBSan + libFuzzer tree")
         san_tree()
