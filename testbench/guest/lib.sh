@@ -49,6 +49,22 @@ hca_pci_dev() {
 }
 
 finish() {
+    # Runs with a driver under test (--modules): the modules the kernel
+    # loaded are the ones given, and a line the user expects from their
+    # patched driver (--expect-dmesg) was printed.
+    if [ -d /hcasim/modules ]; then
+        local m f
+        for m in mlx5_core mlx5_ib ib_ipoib; do
+            [ -d /sys/module/$m ] || continue
+            f=$(modinfo -F filename $m 2>/dev/null)
+            check "driver under test: $m from $f" sh -c "echo '$f' | grep -q /updates/hcasim/"
+        done
+    fi
+    if [ -n "${HCASIM_EXPECT_DMESG:-}" ]; then
+        dmesg | grep -E -m1 -- "$HCASIM_EXPECT_DMESG" | sed 's/^/# /'
+        check "dmesg shows the expected line /$HCASIM_EXPECT_DMESG/" \
+            sh -c 'dmesg | grep -qE -- "$HCASIM_EXPECT_DMESG"'
+    fi
     exit $_tap_failed
 }
 
@@ -73,6 +89,10 @@ reboot_now() {
 # mlx5 lines in dmesg that are expected (features we do not advertise;
 # docs/STATUS.md lists each with its reason).
 MLX5_EXPECTED='Failed to get valid vendor specific ID'
+# A driver under test built with ./hcasim driver build is not signed with
+# Debian's key; the kernel says so once when it loads the first of them.
+[ -d /hcasim/modules ] && MLX5_EXPECTED="$MLX5_EXPECTED|module verification failed: signature and/or required key missing"
+
 # Lines that must never appear.
 MLX5_BAD='mlx5.*(error|err |fail|timeout|Timeout|WARN|warn|health compromised|FW pages counter|Recovered|leak)|(infiniband|ib[0-9]+|ib_ipoib|ib_core|ib_mad|ib_cm|ib_sa|ipoib).*(error|fail|timed out|timing out|not completed)|WARNING:|Call Trace|BUG:|Oops'
 
@@ -119,6 +139,10 @@ wait_port_active() {
 # (the run directory is shared by all nodes at /hcasim).
 barrier() {
     local name=$1 t=${2:-120} dir=/hcasim/barriers/$1
+    if [ -e "$dir/node$HCASIM_NODE" ]; then
+        echo "# barrier $name: used twice (barrier names must be unique)"
+        return 1
+    fi
     mkdir -p "$dir"
     touch "$dir/node$HCASIM_NODE"
     for _ in $(seq $((t * 10))); do
@@ -158,4 +182,70 @@ retry() {
         sleep 1
     done
     return 1
+}
+
+# listeners: how many TCP listening sockets and RDMA-CM listening IDs exist
+# (a server has started once this grows).
+listeners() {
+    echo $(($(ss -ltnH | wc -l) + $(rdma res show cm_id 2> /dev/null | grep -c LISTEN)))
+}
+
+# start_server NAME SECONDS COMMAND...: starts COMMAND in the background
+# with output in /tmp/NAME.txt and waits (up to 20 s) until it listens.
+# Sets SERVER_PID.
+start_server() {
+    local name=$1 t=$2 before
+    shift 2
+    before=$(listeners)
+    timeout "$t" "$@" > "/tmp/$name.txt" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 200); do
+        [ "$(listeners)" -gt "$before" ] && return 0
+        kill -0 $SERVER_PID 2> /dev/null || return 1
+        sleep 0.1
+    done
+    echo "# $name: the server did not start listening within 20 s"
+    return 1
+}
+
+# client_server NAME SECONDS CMD ARGS...: node 1 runs "CMD ARGS" as the
+# server, node 0 runs "CMD ARGS <node 1's management address>" as the client
+# once the server listens (the pingpongs, perftest, iperf3 -s/-c style).
+# Output in /tmp/NAME.txt on each node; returns CMD's exit status.
+client_server() {
+    local name=$1 t=$2 rc
+    shift 2
+    if [ "$HCASIM_NODE" = 1 ]; then
+        start_server "$name" "$t" "$@"
+        barrier "$name" 120
+        wait $SERVER_PID
+        rc=$?
+    elif [ "$HCASIM_NODE" = 0 ]; then
+        barrier "$name" 120
+        timeout "$t" "$@" "$(mgmt_ip 1)" > "/tmp/$name.txt" 2>&1
+        rc=$?
+    else
+        barrier "$name" 120
+        rc=0
+    fi
+    barrier "$name-done" $((t + 60))
+    return $rc
+}
+
+# pair NAME SECONDS SERVER-COMMAND CLIENT-COMMAND: like client_server, with
+# the two command lines given whole (bash -c); node 1 serves.
+pair() {
+    local name=$1 t=$2 srv=$3 cli=$4 rc
+    if [ "$HCASIM_NODE" = 1 ]; then
+        start_server "$name" "$t" bash -c "$srv"
+        barrier "$name" 120
+        wait $SERVER_PID
+        rc=$?
+    else
+        barrier "$name" 120
+        timeout "$t" bash -c "$cli" > "/tmp/$name.txt" 2>&1
+        rc=$?
+    fi
+    barrier "$name-done" $((t + 60))
+    return $rc
 }

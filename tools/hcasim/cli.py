@@ -3,7 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hcasim import build, demo, testing, vm
+from hcasim import build, demo, driver, suite, testing, vm
 from hcasim.common import die, say
 
 
@@ -22,6 +22,17 @@ def add_vm_options(p, default_timeout=600):
                    help="no InfiniBand fabric: each port's link is up with nothing behind it")
     p.add_argument("--fabric-arg", action="append", default=[],
                    help="extra hcasim-fabric option, e.g. --fabric-arg=--drop=1 (repeatable)")
+    add_driver_options(p)
+
+
+def add_driver_options(p):
+    p.add_argument("--modules", help="boot with these modules instead of the stock ones: a directory "
+                   "<kernel release>/*.ko (./hcasim driver build makes build/driver/current/modules)")
+    p.add_argument("--kernel", help="boot this kernel image instead of the guest image's (with --modules "
+                   "holding its complete module tree)")
+    p.add_argument("--test-fault", choices=["cqe-opcode"],
+                   help="TESTING THE TESTS: make the device misbehave on purpose (cqe-opcode: requester "
+                        "CQEs carry a wrong opcode)")
 
 
 def vm_options(a):
@@ -29,7 +40,8 @@ def vm_options(a):
         die("--nodes must be between 1 and 8")
     return vm.VmOptions(nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
-                        fabric_args=a.fabric_arg)
+                        fabric_args=a.fabric_arg, modules=driver.resolve_modules(a.modules),
+                        kernel=a.kernel or "", test_fault=a.test_fault or "")
 
 
 def cmd_setup(a):
@@ -96,6 +108,28 @@ def main(argv=None):
     s.add_argument("--no-guest", action="store_true", help="skip the guest tests")
     s.add_argument("--only", nargs="*", help="guest tests whose file name contains one of these")
     s.set_defaults(func=testing.main)
+
+    s = sub.add_parser("suite", help="driver regression suites in VMs; summary table, JUnit XML, "
+                       "'N passed, N failed'")
+    s.add_argument("names", nargs="*", help="suites to run (default all; --list shows them)")
+    s.add_argument("--list", action="store_true", help="list the suites and the guest tests they run")
+    s.add_argument("--jobs", type=int, default=1,
+                   help="guest tests run at once (default 1; each two-VM test wants about 2 cores)")
+    s.add_argument("--junit", help="JUnit XML output (default build/suite-results.xml)")
+    s.add_argument("--no-build", action="store_true", help="do not check/rebuild before booting")
+    add_driver_options(s)
+    s.add_argument("--expect-dmesg", metavar="REGEX",
+                   help="every guest test also checks that the kernel log has a line matching REGEX "
+                        "(e.g. the pr_info of a patched driver)")
+    s.set_defaults(func=suite.main)
+
+    s = sub.add_parser("driver", help="build mlx5_core/mlx5_ib/ib_ipoib from source for the guest kernel")
+    s.add_argument("action", choices=["build", "show"], help="build: build the modules; show: what is built")
+    s.add_argument("--source", help="a kernel tree to build from (default: Debian's linux-source-6.1 at the "
+                   "guest kernel's exact version)")
+    s.add_argument("--patch", action="append", default=[], help="a patch to apply first (repeatable)")
+    s.set_defaults(func=driver.main)
+
 
     a = p.parse_args(argv)
     try:

@@ -6,7 +6,7 @@ traces and fabric capture kept for inspection."""
 import re
 import textwrap
 
-from hcasim import build, vm
+from hcasim import driver, build, vm
 from hcasim.common import BUILD, ROOT, say
 
 SCRIPT = r"""
@@ -59,7 +59,8 @@ def main(a):
     lib = (ROOT / "testbench" / "guest" / "lib.sh").read_text()
     script.write_text(lib + "\n" + textwrap.dedent(SCRIPT))
     opts = vm.VmOptions(nodes=2, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
-                        timeout=a.timeout)
+                        timeout=a.timeout, modules=driver.resolve_modules(a.modules), kernel=a.kernel or "",
+                        test_fault=a.test_fault or "")
     run_dir, results = vm.run_script(script, opts, name="demo")
     print()
     print("=" * 78)

@@ -78,8 +78,11 @@ def tap_outcomes(suite, label, output, run_dir):
     return outcomes
 
 
-def guest_test(script):
+def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg=""):
     opts, includes, env = guest_header(script)
+    if expect_dmesg:
+        env = env + [f"HCASIM_EXPECT_DMESG={expect_dmesg}"]
+    opts.modules, opts.kernel, opts.test_fault = modules, kernel, test_fault
     run_dir_parent = BUILD / "guest-tests"
     run_dir_parent.mkdir(parents=True, exist_ok=True)
     combined = run_dir_parent / script.name
@@ -114,6 +117,54 @@ def guest_test(script):
     return outcomes
 
 
+BASELINE = GUEST_DIR / "baseline.txt"
+
+
+def load_baseline():
+    """testbench/guest/baseline.txt: "<test> <checks that pass>" per line."""
+    base = {}
+    if BASELINE.exists():
+        for line in BASELINE.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                name, n = line.split()
+                base[name] = int(n)
+    return base
+
+
+def apply_baseline(name, outcomes, base):
+    """A guest test whose passing checks dropped below its baseline fails,
+    even if nothing printed "not ok" (it silently stopped checking things)."""
+    passed = sum(o.passed for o in outcomes)
+    if name in base and passed < base[name]:
+        where = next((o.detail for o in outcomes if o.detail), "")
+        outcomes.append(Outcome(name, f"baseline: {passed} checks passed, {base[name]} expected "
+                                      f"({BASELINE.relative_to(ROOT)})", False, where))
+
+
+# The guest test that the runner self-test breaks on purpose: quick, and
+# its checks look at every completion's opcode.
+FAULT_PROBE = "05-fabric-ud"
+
+
+def fault_self_test():
+    """Testing the tests: with the device's test-only fault (requester CQEs
+    carry a receive opcode) the probe test must fail, and the runner's clues
+    must name the fault. Passes when both hold."""
+    from hcasim import suite
+    say(f"runner self-test: {FAULT_PROBE} with --test-fault cqe-opcode must fail and say why")
+    got = guest_test(GUEST_DIR / f"{FAULT_PROBE}.sh", test_fault="cqe-opcode")
+    failed = [o for o in got if not o.passed]
+    run_dir = next((o.detail for o in failed if o.detail), "")
+    hints = suite.clues(Path(run_dir)) if run_dir else []
+    for h in hints:
+        say(f"  clue: {h}")
+    return [Outcome("fault-self-test", f"{FAULT_PROBE} fails with the CQE opcode fault ({len(failed)} checks failed)",
+                    bool(failed), run_dir),
+            Outcome("fault-self-test", "the runner's clues name the fault",
+                    any("TEST FAULT ACTIVE" in h for h in hints), run_dir)]
+
+
 def main(args):
     build.everything(sanitizers=True)
     outcomes = []
@@ -125,8 +176,13 @@ def main(args):
     if args.only:
         scripts = [s for s in scripts if any(o in s.name for o in args.only)]
     if not args.no_guest:
+        base = load_baseline()
         for s in scripts:
-            outcomes += guest_test(s)
+            got = guest_test(s)
+            apply_baseline(s.stem, got, base)
+            outcomes += got
+        if not args.only or any(o in "fault-self-test" for o in args.only):
+            outcomes += fault_self_test()
     failed = [o for o in outcomes if not o.passed]
     if failed:
         print("\nFailures:")

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hcasim.build import artifacts
-from hcasim.common import RUNS, say
+from hcasim.common import ROOT, RUNS, say
 
 MGMT_NET = "10.77.0.{}"  # node i has 10.77.0.(i+1), set by the guest init
 NODE_GUID_BASE = 0x0002c90300a00001  # Mellanox OUI 00:02:c9
@@ -38,6 +38,9 @@ class VmOptions:
     builtin_sm: bool = True     # the fabric's subnet manager and SA (off: run opensm in a guest)
     capture: bool = True        # write fabric.pcapng in the run directory
     fabric_args: list = field(default_factory=list)
+    modules: str = ""           # a directory <kernel release>/*.ko: the guest loads these instead of its own
+    kernel: str = ""            # a user-supplied kernel image (no initramfs: virtio-blk, ext4, 9p, virtio-net built in)
+    test_fault: str = ""        # test-only: a deliberate device bug (x-test-fault)
 
 
 def new_run_dir(name):
@@ -103,13 +106,20 @@ class Cluster:
         nd.mkdir(exist_ok=True)
         append = (f"console=ttyS0 root=/dev/vda rw panic=-1 "
                   f"hcasim.node={i} hcasim.nodes={self.opts.nodes} hcasim.mode={mode} {self.opts.extra_append}")
+        if self.opts.kernel:
+            # No initramfs for a user kernel: the root disk is mounted by the
+            # kernel itself and our init runs directly.
+            append += " rootfstype=ext4 init=/usr/sbin/hcasim-init"
+            boot = ["-kernel", self.opts.kernel]
+        else:
+            boot = ["-kernel", a["kernel"], "-initrd", a["initrd"]]
         cmd = [
             a["qemu"], "-L", "/usr/share/seabios", "-L", "/usr/share/qemu",
             "-name", f"node{i}",
             "-machine", f"q35,accel={self.opts.accel}", "-cpu", "max",
             "-smp", str(self.opts.smp), "-m", self.opts.mem,
             "-display", "none", "-vga", "none", "-nic", "none",
-            "-kernel", a["kernel"], "-initrd", a["initrd"], "-append", append.strip(),
+            *boot, "-append", append.strip(),
             "-drive", f"file={a['rootfs']},format=raw,if=virtio,snapshot=on",
             "-virtfs", f"local,path={self.run_dir},mount_tag=hcasim,security_model=none,id=hcasim",
             "-netdev", f"stream,id=mgmt,server=off,addr.type=unix,addr.path={self.sock_dir / 'mgmt.sock'}",
@@ -117,7 +127,8 @@ class Cluster:
             "-device", "pcie-root-port,id=rp0,chassis=1,slot=0,x-speed=8,x-width=16",
             "-device", (f"mlx5-hca,id=hca0,bus=rp0,node-guid={node_guid(i)},"
                         f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"
-                        + (f",fabric={self.fabric_port(i)}" if self.opts.fabric else "")),
+                        + (f",fabric={self.fabric_port(i)}" if self.opts.fabric else "")
+                        + (f",x-test-fault={self.opts.test_fault}" if self.opts.test_fault else "")),
             "-qmp", f"unix:{self.sock_dir / f'node{i}.qmp'},server=on,wait=off",
         ]
         if not self.opts.allow_reboot:
@@ -132,6 +143,8 @@ class Cluster:
     def start_vm(self, i, mode, console_stdio=False):
         cmd = self.qemu_cmd(i, mode, console_stdio)
         (self.run_dir / f"node{i}" / "qemu-cmdline.txt").write_text(" ".join(cmd) + "\n")
+        # Where the node's QMP monitor listens while it runs (./hcasim inspect).
+        (self.run_dir / f"node{i}" / "qmp-socket").write_text(f"{self.sock_dir / f'node{i}.qmp'}\n")
         if console_stdio:
             p = subprocess.Popen(cmd)
         else:
@@ -241,6 +254,18 @@ def run_script(script, opts, name="run", quiet=False):
     Returns (run_dir, [NodeResult])."""
     run_dir = new_run_dir(name)
     shutil.copy(script, run_dir / "script.sh")
+    # Helper programs of the guest tests, at /hcasim/py in every guest.
+    shutil.copytree(ROOT / "testbench" / "guest" / "py", run_dir / "py")
+    # The driver under test built from source (./hcasim driver build).
+    if opts.modules:
+        src = Path(opts.modules)
+        if not src.is_dir() or not any(src.glob("*/*.ko")):
+            raise RuntimeError(f"--modules {src}: expected <kernel release>/*.ko inside")
+        shutil.copytree(src, run_dir / "modules")
+    # Guest modules of ours (guest-driver/), when built: /hcasim/kverbs.
+    kverbs = ROOT / "build" / "kverbs"
+    if kverbs.is_dir():
+        shutil.copytree(kverbs, run_dir / "kverbs", ignore=shutil.ignore_patterns("*.o", ".*", "*.mod*", "*.cmd"))
     art = artifacts()
     shutil.copy(art["manifest"], run_dir / "image-manifest.txt")
     cluster = Cluster(run_dir, opts)

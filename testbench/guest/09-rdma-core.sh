@@ -1,0 +1,23 @@
+# hcasim-test: nodes=1 timeout=1200
+# The rdma-core test suite (pyverbs, run_tests.py --dev mlx5_0) on the
+# virtual HCA with the port ACTIVE (fabric SM) and an IPoIB address for the
+# RDMA-CM tests: the pass count must reach the floor of
+# py/rdma-core-baseline.txt, every skip must be for a documented reason and
+# the only error the documented suite defect.
+# test_cq.test_resize_cq shrinks a CQ below its unpolled CQEs on purpose and
+# expects EINVAL: the device answers MODIFY_CQ with BAD_PARAM, which
+# mlx5_core logs (as it would on hardware).
+MLX5_EXPECTED="$MLX5_EXPECTED|MODIFY_CQ\(0x403\) op_mod\(0x1\) failed, status bad parameter"
+check "modprobe mlx5_ib ib_uverbs rdma_ucm ib_ipoib" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm ib_ipoib
+check "port ACTIVE" wait_port_active 120
+ip addr add 192.168.77.1/24 dev ib0
+ip link set ib0 up
+echo 64 > /proc/sys/vm/nr_hugepages  # the huge-page tests need 2M pages
+sleep 2
+cd /opt/rdma-tests || exit 1
+timeout 1000 python3 run_tests.py --dev mlx5_0 -v > /tmp/rdma-core.txt 2>&1
+echo "# run_tests.py exit status $?"
+cp /tmp/rdma-core.txt /hcasim/node$HCASIM_NODE/rdma-core-tests.txt
+python3 /hcasim/py/rdma_core_check.py /tmp/rdma-core.txt /hcasim/py/rdma-core-baseline.txt
+check_dmesg_clean "clean dmesg after the suite"
+finish

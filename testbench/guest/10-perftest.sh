@@ -1,0 +1,77 @@
+# hcasim-test: nodes=2 timeout=1800
+# perftest between two VMs over the virtual HCAs: bandwidth and latency of
+# SEND (RC, UC, UD), RDMA WRITE (RC, UC), RDMA READ and both atomics, with
+# 4 QPs, an SRQ, inline data, post lists and all message sizes; then the
+# same basic tools over rxe on the virtio-net management network between the
+# same VMs, measured in the same run, for the ratio.
+me=$HCASIM_NODE
+check "modprobe mlx5_ib ib_uverbs rdma_rxe" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm rdma_rxe
+check "port ACTIVE" wait_port_active 120
+check "rxe0 on eth0" rdma link add rxe0 type rxe netdev eth0
+barrier active 180
+
+# perf NAME CMD ARGS...: runs the pair; on node 0 checks the result row and
+# keeps the average bandwidth (MB/s) or the average latency (us).
+perf() {
+    local name=$1 kind
+    shift
+    case "$1" in *_lat) kind=lat ;; *) kind=bw ;; esac
+    client_server "$name" 300 "$@" -F
+    local rc=$?
+    [ "$me" = 0 ] || return 0
+    # Result rows start with the message size; BW average is column 4,
+    # t_avg column 6.
+    local col=4
+    [ "$kind" = lat ] && col=6
+    local val
+    val=$(awk -v c=$col '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ {v = $c} END {print v}' "/tmp/$name.txt")
+    echo "# $name: $* -> ${val:-none} $([ "$kind" = lat ] && echo us || echo MB/s)"
+    check "$name ($*): exit $rc, non-zero result" \
+        awk -v r=$rc -v v="${val:-0}" 'BEGIN {exit !(r == 0 && v + 0 > 0)}'
+    share "perf-$name" "${val:-0}"
+}
+D="-d mlx5_0"
+perf send-rc ib_send_bw $D -c RC -n 1000
+perf send-uc ib_send_bw $D -c UC -n 1000
+perf send-ud ib_send_bw $D -c UD -n 1000
+perf write-rc ib_write_bw $D -c RC -n 1000
+perf write-uc ib_write_bw $D -c UC -n 1000
+perf read-rc ib_read_bw $D -n 1000
+perf atomic-fa ib_atomic_bw $D -A FETCH_AND_ADD -n 1000
+perf atomic-cs ib_atomic_bw $D -A CMP_AND_SWAP -n 1000
+perf send-lat-rc ib_send_lat $D -c RC -n 1000
+perf send-lat-uc ib_send_lat $D -c UC -n 1000
+perf send-lat-ud ib_send_lat $D -c UD -n 1000
+perf write-lat-rc ib_write_lat $D -c RC -n 1000
+perf write-lat-uc ib_write_lat $D -c UC -n 1000
+perf read-lat ib_read_lat $D -n 1000
+perf atomic-lat-fa ib_atomic_lat $D -A FETCH_AND_ADD -n 1000
+perf atomic-lat-cs ib_atomic_lat $D -A CMP_AND_SWAP -n 1000
+perf write-q4 ib_write_bw $D -q 4 -n 500
+perf send-srq ib_send_bw $D --use-srq -n 1000
+perf send-inline ib_send_lat $D -I 64 -s 64 -n 1000
+perf write-inline ib_write_lat $D -I 64 -s 64 -n 1000
+perf write-postlist ib_write_bw $D -l 8 -n 1000
+perf write-all ib_write_bw $D -a -n 10
+perf send-all ib_send_lat $D -a -n 20
+
+# The same over rxe (soft RoCE on the virtio-net management network).
+R="-d rxe0 -x 1"
+perf rxe-send-rc ib_send_bw $R -c RC -n 1000
+perf rxe-write-rc ib_write_bw $R -c RC -n 1000
+perf rxe-read-rc ib_read_bw $R -n 1000
+perf rxe-send-lat-rc ib_send_lat $R -c RC -n 1000
+perf rxe-write-lat-rc ib_write_lat $R -c RC -n 1000
+if [ "$me" = 0 ]; then
+    {
+        echo "# perftest, hcasim (IB, TCG guests) vs rxe over virtio-net, same VMs, same run"
+        for t in send-rc write-rc read-rc send-lat-rc write-lat-rc; do
+            h=$(shared 0 "perf-$t")
+            r=$(shared 0 "perf-rxe-$t")
+            echo "$t hcasim=$h rxe=$r ratio=$(python3 -c "print(f'{$h / max($r, 1e-9):.2f}')")"
+        done
+    } | tee /hcasim/perftest-bench.txt | sed 's/^/# /'
+fi
+check_dmesg_clean "clean dmesg"
+barrier done 120
+finish

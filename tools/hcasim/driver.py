@@ -1,0 +1,169 @@
+"""The driver under test, built from source: mlx5_core, mlx5_ib and ib_ipoib
+compiled as out-of-tree modules for the guest kernel, from Debian's
+linux-source-6.1 of the guest kernel's exact version (or a kernel tree the
+user points to), with the user's patches applied.
+
+    ./hcasim driver build [--source DIR] [--patch FILE ...]
+    ./hcasim run --modules build/driver/current ...   (or suite/test/demo)
+
+The guest init installs the modules it finds in /hcasim/modules/<kernel
+release>/ under /lib/modules/<release>/updates/ and runs depmod, so
+`modprobe mlx5_ib` loads them instead of the stock ones.
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from hcasim import deps
+from hcasim.common import BUILD, CACHE, die, run, say
+
+# The three drivers, their directories in a kernel tree, and the modules
+# whose symbols each one needs from the others.
+DRIVERS = [
+    ("mlx5_core", "drivers/net/ethernet/mellanox/mlx5/core", []),
+    ("mlx5_ib", "drivers/infiniband/hw/mlx5", ["mlx5_core"]),
+    ("ib_ipoib", "drivers/infiniband/ulp/ipoib", []),
+]
+# Copied from the tree: the drivers and the private headers they include.
+COPY = ["drivers/net/ethernet/mellanox", "drivers/infiniband/hw/mlx5", "drivers/infiniband/ulp/ipoib",
+        "drivers/infiniband/core"]
+
+
+def guest_kernel():
+    """(release, Debian version) of the guest image's kernel."""
+    manifest = BUILD / "image" / "manifest.txt"
+    if not manifest.exists():
+        die("the guest image is not built yet (./hcasim build)")
+    for line in manifest.read_text().splitlines():
+        if line.startswith("kernel "):
+            _, release, version = line.split()[:3]
+            return release, version
+    die(f"{manifest} names no kernel")
+
+
+def debian_source(version):
+    """Debian's linux-source-6.1 at exactly the guest kernel's version,
+    extracted once into the cache."""
+    dest = CACHE / "ksrc" / version
+    tree = dest / "linux-source-6.1"
+    if (tree / "Makefile").exists():
+        return tree
+    dl = dest / "deb"
+    dl.mkdir(parents=True, exist_ok=True)
+    say(f"downloading linux-source-6.1 {version} (Debian's source of the guest kernel)")
+    run(["apt-get", "download", f"linux-source-6.1={version}"], cwd=dl)
+    debs = list(dl.glob("linux-source-6.1_*.deb"))
+    if not debs:
+        die(f"apt-get download linux-source-6.1={version} produced no package")
+    run(["dpkg-deb", "-x", debs[0], dl / "x"])
+    tarball = next((dl / "x").rglob("linux-source-6.1.tar.xz"))
+    say("extracting the driver directories")
+    tmp = dest / "tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    run(["tar", "-xf", tarball, "-C", tmp, "linux-source-6.1/Makefile"] + [f"linux-source-6.1/{d}" for d in COPY])
+    (tmp / "linux-source-6.1").rename(tree)
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(dl / "x", ignore_errors=True)
+    return tree
+
+
+def build(source=None, patches=(), jobs=None):
+    """Builds the three modules; returns the directory holding them."""
+    release, version = guest_kernel()
+    headers = Path(f"/usr/src/linux-headers-{release}")
+    if not (headers / "Makefile").exists():
+        deps.ensure(extra=[f"linux-headers-{release}"])
+    if not (headers / "Makefile").exists():
+        die(f"no kernel headers for the guest kernel {release} (apt package linux-headers-{release})")
+    tree = Path(source).resolve() if source else debian_source(version)
+    for d in COPY:
+        if not (tree / d).is_dir():
+            die(f"{tree} is not a kernel tree with {d}")
+    patches = [Path(p).resolve() for p in patches]
+    h = hashlib.sha256(f"{release} {tree}".encode())
+    for d in COPY:
+        for f in sorted((tree / d).rglob("*")):
+            if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Makefile", "Kconfig", "Kbuild")):
+                h.update(f.relative_to(tree).as_posix().encode())
+                h.update(f.read_bytes())
+    for p in patches:
+        if not p.is_file():
+            die(f"no such patch: {p}")
+        h.update(p.read_bytes())
+    key = h.hexdigest()[:16]
+    out = BUILD / "driver" / key
+    current = BUILD / "driver" / "current"
+    modules = out / "modules" / release
+    if all((modules / f"{name}.ko").exists() for name, _, _ in DRIVERS):
+        say(f"driver modules up to date: {modules}")
+    else:
+        work = out / "src"
+        shutil.rmtree(out, ignore_errors=True)
+        work.mkdir(parents=True)
+        for d in COPY:
+            shutil.copytree(tree / d, work / d, symlinks=True)
+        for p in patches:
+            say(f"applying {p.name}")
+            r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(work), "-i", str(p)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                die(f"patch {p} does not apply to the driver sources:\n{r.stdout}{r.stderr}"
+                    "(patches may only touch drivers/net/ethernet/mellanox, drivers/infiniband/hw/mlx5, "
+                    "drivers/infiniband/ulp/ipoib, drivers/infiniband/core)")
+        jobs = jobs or os.cpu_count() or 2
+        symvers = {}
+        for name, rel, needs in DRIVERS:
+            say(f"building {name}.ko for {release}")
+            extra = " ".join(str(symvers[n]) for n in needs)
+            cmd = ["make", "-C", headers, f"M={work / rel}", f"-j{jobs}", "modules"]
+            if extra:
+                cmd.append(f"KBUILD_EXTRA_SYMBOLS={extra}")
+            r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            (out / f"{name}-build.log").write_text(r.stdout + r.stderr)
+            if r.returncode != 0:
+                tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
+                die(f"building {name} failed (log {out / f'{name}-build.log'}):\n{tail}")
+            symvers[name] = work / rel / "Module.symvers"
+        modules.mkdir(parents=True, exist_ok=True)
+        for name, rel, _ in DRIVERS:
+            shutil.copy2(work / rel / f"{name}.ko", modules / f"{name}.ko")
+        (out / "source.txt").write_text(
+            f"kernel {release} ({version})\nsource {tree}\n" + "".join(f"patch {p}\n" for p in patches))
+    if current.is_symlink() or current.exists():
+        current.unlink()
+    current.symlink_to(out.name)
+    say(f"driver modules: {modules} (also {current})")
+    return out / "modules"
+
+
+def main(a):
+    if a.action == "build":
+        d = build(a.source, a.patch)
+        print(d)
+        return 0
+    if a.action == "show":
+        cur = BUILD / "driver" / "current"
+        if not cur.exists():
+            say("no driver built from source (./hcasim driver build)")
+            return 1
+        print((cur / "source.txt").read_text().rstrip())
+        for ko in sorted((cur / "modules").rglob("*.ko")):
+            print(ko)
+        return 0
+    return 1
+
+
+def resolve_modules(path):
+    """--modules accepts a build (build/driver/current, holding modules/) or
+    a directory <kernel release>/*.ko itself; "" when none was given."""
+    if not path:
+        return ""
+    p = Path(path)
+    if (p / "modules").is_dir():
+        p = p / "modules"
+    if not p.is_dir():
+        die(f"--modules {path}: no such directory")
+    return str(p.resolve())

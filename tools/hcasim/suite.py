@@ -1,0 +1,192 @@
+"""./hcasim suite: the driver regression suites, each booting the VMs it
+needs and asserting on what the guests print.
+
+    ./hcasim suite                 every suite
+    ./hcasim suite verbs ipoib     some
+    ./hcasim suite --list          what each suite runs
+
+Each suite is a list of guest tests (testbench/guest/NN-*.sh; their TAP
+lines are the checks). A test that two suites share runs once. Results: a
+summary table, JUnit XML (build/suite-results.xml), the run directory of
+every failing test (dmesg, console, device trace, fabric capture), and a
+final "N passed, N failed" line. testbench/guest/baseline.txt records how
+many checks of each test pass; fewer fails the suite even if nothing said
+"not ok" (a test that silently stopped checking things).
+"""
+import re
+import threading
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from hcasim import build, driver, testing
+from hcasim.common import BUILD, ROOT, die, say
+
+GUEST = ROOT / "testbench" / "guest"
+
+SUITES = {
+    "smoke": ("PCI device, init segment, mlx5_core probe/reload/reboot", ["01-foundation", "02-core-probe"]),
+    "diags": ("infiniband-diags and opensm: one guest with opensm, the fabric with its SM and with opensm",
+              ["04-ib-opensm", "05-fabric-ud", "06-fabric-opensm"]),
+    "verbs": ("the rdma-core pingpongs (RC, UC, SRQ, XRC, UD), loss, error completions",
+              ["08-verbs", "05-fabric-ud"]),
+    "perftest": ("perftest bandwidth/latency matrix next to rxe", ["10-perftest"]),
+    "rdma-core": ("the rdma-core pyverbs test suite against its baseline", ["09-rdma-core"]),
+    "ipoib": ("IPoIB datagram and connected mode: ping, iperf3, link flap, reloads", ["07-ipoib", "11-rdmacm"]),
+    "rdmacm": ("RDMA-CM over IPoIB: rping, ucmatose, udaddy, mckey", ["11-rdmacm"]),
+    "reload": ("driver reload and port recovery stress", ["02-core-probe", "04-ib-opensm", "07-ipoib"]),
+    "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
+}
+
+
+def script_of(name):
+    s = GUEST / f"{name}.sh"
+    if not s.exists():
+        die(f"suite test {name} has no script {s}")
+    return s
+
+
+def run_tests(names, jobs, opts_extra):
+    """Runs the guest tests; returns {name: (outcomes, seconds, run_dir)}.
+    With jobs > 1, single-node tests run side by side; a multi-node test
+    runs alone (the machine's cores go to its VMs)."""
+    results = {}
+    lock = threading.Lock()
+
+    def one(name):
+        t0 = time.monotonic()
+        outcomes = testing.guest_test(script_of(name), **opts_extra)
+        with lock:
+            results[name] = (outcomes, time.monotonic() - t0)
+
+    single = [n for n in names if testing.guest_header(script_of(n))[0].nodes == 1]
+    multi = [n for n in names if n not in single]
+    if jobs > 1 and len(single) > 1:
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            list(ex.map(one, single))
+    else:
+        for n in single:
+            one(n)
+    for n in multi:
+        one(n)
+    return results
+
+
+def junit(path, suites, results):
+    root = ET.Element("testsuites")
+    for suite in suites:
+        tests = SUITES[suite][1]
+        ts = ET.SubElement(root, "testsuite", name=suite)
+        n = f = 0
+        for t in tests:
+            outcomes, secs = results[t]
+            for o in outcomes:
+                tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{t}", name=o.name,
+                                   time=f"{secs / max(len(outcomes), 1):.2f}")
+                n += 1
+                if not o.passed:
+                    f += 1
+                    ET.SubElement(tc, "failure", message=o.detail or "failed").text = o.detail
+        ts.set("tests", str(n))
+        ts.set("failures", str(f))
+    ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
+
+
+BAD_DMESG = re.compile(r"mlx5.*(error|fail|timeout|WARN)|WARNING:|Call Trace|BUG:|Oops|ib.*(error|fail|timed out)")
+
+
+GUEST_COMPLAINT = re.compile(r"unknown wr_id|invalid data|[Ff]ailed status|mismatch|[Cc]ouldn't|error|"
+                             r"[Ff]ailed to|Unexpected|Traceback")
+
+
+def clues(run_dir, limit=4):
+    """What a failing run's artifacts say: what the failing programs printed,
+    kernel warnings, and the device's own complaints (guest errors, test
+    faults), the first few of each per node."""
+    out = []
+    for nd in sorted(run_dir.glob("node*")):
+        log = nd / "output.log"
+        if log.exists():
+            hits = [l.strip() for l in log.read_text(errors="replace").splitlines()
+                    if GUEST_COMPLAINT.search(l) and not l.startswith(("ok ", "not ok "))]
+            out += [f"{nd.name} output: {l[:160]}" for l in hits[:limit]]
+        dmesg = nd / "dmesg.txt"
+        if dmesg.exists():
+            hits = [l.strip() for l in dmesg.read_text(errors="replace").splitlines()
+                    if BAD_DMESG.search(l) and "calibrate_delay" not in l]
+            out += [f"{nd.name} dmesg: {l[:160]}" for l in hits[:limit]]
+        n = 0
+        for trace in (nd / "hca.trace.1", nd / "hca.trace"):
+            if not trace.exists() or n >= limit:
+                continue
+            with trace.open(errors="replace") as f:
+                for line in f:
+                    if " guest_err " in line:
+                        out.append(f"{nd.name} device: {line.strip()[:160]}")
+                        n += 1
+                        if n >= limit:
+                            break
+    return out
+
+
+def main(a):
+    if a.list:
+        for name, (what, tests) in SUITES.items():
+            print(f"{name:10} {what}\n{'':10} tests: {', '.join(tests)}")
+        return 0
+    suites = a.names or list(SUITES)
+    for s in suites:
+        if s not in SUITES:
+            die(f"no suite '{s}' (./hcasim suite --list)")
+    if not a.no_build:
+        build.everything()
+    extra = {}
+    if a.modules or a.kernel or a.test_fault or a.expect_dmesg:
+        extra = {"modules": driver.resolve_modules(a.modules), "kernel": a.kernel or "",
+                 "test_fault": a.test_fault or "", "expect_dmesg": a.expect_dmesg or ""}
+    if a.test_fault:
+        say(f"WARNING: the device runs with the deliberate test fault '{a.test_fault}'")
+    names = []
+    for s in suites:
+        for t in SUITES[s][1]:
+            if t not in names:
+                names.append(t)
+    t0 = time.monotonic()
+    results = run_tests(names, a.jobs, extra)
+    base = testing.load_baseline()
+    for t in names:
+        testing.apply_baseline(t, results[t][0], base)
+    print()
+    print(f"{'suite':10} {'test':18} {'passed':>7} {'failed':>7} {'seconds':>8}  artifacts of failures")
+    total_pass = total_fail = 0
+    for s in suites:
+        for t in SUITES[s][1]:
+            outcomes, secs = results[t]
+            p = sum(o.passed for o in outcomes)
+            f = len(outcomes) - p
+            where = next((o.detail for o in outcomes if not o.passed and o.detail), "")
+            print(f"{s:10} {t:18} {p:7} {f:7} {secs:8.0f}  {where}")
+    for t in names:
+        outcomes, _ = results[t]
+        total_pass += sum(o.passed for o in outcomes)
+        total_fail += sum(not o.passed for o in outcomes)
+    failed = [(t, o) for t in names for o in results[t][0] if not o.passed]
+    if failed:
+        print("\nFailures:")
+        for t, o in failed:
+            print(f"  [{t}] {o.name}")
+        dirs = sorted({o.detail for _, o in failed if o.detail})
+        for d in dirs:
+            print(f"  artifacts: {d} (nodeN/dmesg.txt, console.log, hca.trace, fabric.pcapng)")
+            for line in clues(Path(d)):
+                print(f"    {line}")
+        if a.test_fault:
+            print(f"  note: the device ran with the deliberate test fault '{a.test_fault}' "
+                  f"(requester CQEs carry a wrong opcode); the failures above are expected to point at it")
+    xml = Path(a.junit) if a.junit else BUILD / "suite-results.xml"
+    junit(xml, suites, results)
+    print(f"\nJUnit XML: {xml}; wall time {time.monotonic() - t0:.0f}s")
+    print(f"{total_pass} passed, {total_fail} failed")
+    return 0 if total_fail == 0 and total_pass else 1
+
