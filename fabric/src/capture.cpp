@@ -146,7 +146,7 @@ void PcapngWriter::record(uint64_t packet_id, uint8_t port, std::span<const uint
     put_be16(b, static_cast<uint16_t>(packet.size()));  // wlen
     b.insert(b.end(), packet.begin(), packet.end());
     pad4(b);
-    option(b, kOptComment, fmt::format("id={} port={} {}", packet_id, port, verdict));
+    option(b, kOptComment, fmt::format("id=0x{:x} port={} {}", packet_id, port, verdict));
     put32(b, kOptEnd);
     end_block(b);
     if (write_block(b)) {

@@ -3,8 +3,9 @@
 // 4.0.  Link type LINKTYPE_ERF (197); each packet is an ERF record of type
 // 21 (INFINIBAND): a 16-byte ERF header (little-endian 64-bit timestamp,
 // type, flags, then big-endian rlen, lctr, wlen) followed by the packet
-// from LRH to VCRC.  An opt_comment "id=<packet_id> port=<ingress port>
-// <verdict>" ties each record to the devices' traces.
+// from LRH to VCRC.  An opt_comment "id=0x<packet id> port=<ingress port>
+// <verdict>" ties each record to the devices' traces, which print the same
+// id in the same hex form (pkt send/recv id=0x...).
 #pragma once
 
 #include <cstdint>

@@ -133,7 +133,7 @@ TEST_CASE("capture: pcapng with ERF InfiniBand records and comments", "[capture]
         CHECK(get16(e.erf, 14) == e.erf.size() - 16);
         iba::PacketView v;
         CHECK(iba::parse(std::span<const uint8_t>(e.erf).subspan(16), v) == iba::ParseError::None);
-        CHECK(e.comment.rfind("id=", 0) == 0);
+        CHECK(e.comment.rfind("id=0x", 0) == 0);
         saw_unicast |= e.comment.find(" port=1 fwd=2") != std::string::npos;
         saw_sm |= e.comment.find(" port=0 ") != std::string::npos;
     }

@@ -84,7 +84,7 @@ class Device {
 
     template <typename... Args>
     void trace(uint32_t cat, fmt::format_string<Args...> f, Args &&...args) {
-        if (tracer_.on(cat)) {
+        if (tracer_.on(cat)) [[unlikely]] {
             tracer_.emit(cat, now(), f, std::forward<Args>(args)...);
         }
     }
@@ -93,7 +93,7 @@ class Device {
     template <typename... Args>
     void guest_error(fmt::format_string<Args...> f, Args &&...args) {
         ++counters.guest_errors;
-        if (!tracer_.on(kTrGuestErr) || !guest_error_budget()) {
+        if (!tracer_.on(kTrGuestErr) || !guest_error_budget()) [[likely]] {
             return;
         }
         tracer_.emit(kTrGuestErr, now(), f, std::forward<Args>(args)...);

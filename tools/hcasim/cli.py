@@ -130,6 +130,8 @@ def main(argv=None):
     s.add_argument("--patch", action="append", default=[], help="a patch to apply first (repeatable)")
     s.set_defaults(func=driver.main)
 
+    from hcasim import trace_cli
+    trace_cli.register(sub)  # trace, inspect
 
     a = p.parse_args(argv)
     try:

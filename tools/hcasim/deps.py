@@ -15,8 +15,9 @@ PACKAGES = [
     # Debian's QEMU 7.2 source build (x86_64-softmmu, virtfs) and its firmware
     "dpkg-dev", "libglib2.0-dev", "libpixman-1-dev", "libfdt-dev", "libcap-ng-dev", "libattr1-dev",
     "seabios", "qemu-system-data",
-    # test checks on the host: decoding the fabric capture
-    "tshark",
+    # test checks on the host: decoding the fabric capture; rendering the
+    # trace report (./hcasim trace export --html) headless
+    "tshark", "chromium",
     # guest image
     "debootstrap", "e2fsprogs", "cpio", "xz-utils", "zstd",
 ]

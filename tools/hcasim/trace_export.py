@@ -1,0 +1,559 @@
+"""./hcasim trace export: the device traces as pictures.
+
+--perfetto FILE  Chrome/Perfetto trace-event JSON (ui.perfetto.dev, or
+                 chrome://tracing): one process per node, one track (thread)
+                 per QP and per EQ, plus "commands" and "port". A WQE is a
+                 slice from its doorbell to its CQE; packets are short
+                 slices joined by flow arrows from sender to receiver; CQEs,
+                 EQEs and interrupts are instants.
+--html FILE      one self-contained HTML file (inline CSS and JavaScript, no
+                 network): run facts, the summary tables, the error list and
+                 a per-QP timeline the page draws itself (SVG), with zoom.
+
+The nodes' clocks are aligned on node0's: each other node's offset is
+estimated from the packets that crossed between them (trace_follow). The
+export streams the traces; --max-events bounds the output.
+"""
+import html
+import json
+from collections import Counter
+
+from hcasim import trace_follow
+from hcasim import trace_parse as tp
+from hcasim.common import die, say
+
+TID_EQ = 0x1000000
+TID_CMD = 0x2000000
+TID_PORT = 0x2000001
+PKT_DUR_NS = 500
+
+
+def node_index(name):
+    return int(name[4:]) if name.startswith("node") and name[4:].isdigit() else 0
+
+
+def estimate_offsets(srcs):
+    """{node name: ns to subtract from its times to put them on the first
+    node's clock} from every packet that crossed (whole traces)."""
+    if len(srcs) < 2:
+        return {s.name: 0 for s in srcs}
+    evs = {}
+    for s in srcs:
+        evs[s.name] = [e for e in s.events(keep=lambda line: " pkt send " in line or " pkt recv " in line,
+                                            stats=tp.ParseStats())]
+    ref = srcs[0].name
+    out = {ref: 0}
+    for s in srcs[1:]:
+        off, _, _, _ = trace_follow.clock_offset(evs[ref], evs[s.name])
+        out[s.name] = off or 0
+    return out
+
+
+class Collector:
+    """Turns events into timeline items: WQE spans, packets, CQEs, EQEs,
+    interrupts, commands, with their tracks."""
+
+    def __init__(self, offsets):
+        self.offsets = offsets
+        self.tracks = {}          # (node, tid) -> name
+        self.qp_types = {}        # (node, qpn) -> type
+        self.open = {}            # (node, qpn) -> {index: (t, seq, opcode, fetch_seen)}
+        self.cmd_open = {}        # (node, slot) -> t
+        self.count = Counter()
+
+    def t(self, e):
+        return e.t - self.offsets.get(e.node, 0)
+
+    def qp_track(self, node, qpn):
+        key = (node, qpn)
+        if key not in self.tracks:
+            ty = self.qp_types.get((node, qpn), "") or {0: "QP0 (SMI)", 1: "QP1 (GSI)"}.get(qpn, "")
+            self.tracks[key] = f"QP 0x{qpn:x}" + (f" {ty}" if ty else "")
+        return key
+
+    def eq_track(self, node, eqn):
+        key = (node, TID_EQ + eqn)
+        self.tracks.setdefault(key, f"EQ {eqn}")
+        return key
+
+    def items(self, e):
+        """Timeline items of one event: dicts with kind, node, tid, t, dur,
+        name, args."""
+        c, ev, n = e.cat, e.ev, e.node
+        out = []
+        if c == "obj" and ev == "create_qp":
+            q = e.int("qpn")
+            self.qp_types[(n, q)] = e.get("type")
+            self.tracks[(n, q)] = f"QP 0x{q:x} {e.get('type')}"
+        elif c == "uar" and ev == "sq_doorbell":
+            q, i = e.int("qpn"), e.int("wqe_index")
+            if q is not None and i is not None:
+                self.open.setdefault((n, q), {})[i] = [self.t(e), e.seq, e.get("opcode"), False]
+        elif c == "wqe" and ev == "fetch":
+            q, i = e.int("qpn"), e.int("index")
+            d = self.open.setdefault((n, q), {})
+            if i in d:
+                d[i][3] = True
+                d[i][2] = e.wqe_opcode()
+            else:
+                d[i] = [self.t(e), e.seq, e.wqe_opcode(), True]
+            self.qp_track(n, q)
+        elif c == "pkt" and ev in ("send", "recv"):
+            q = e.int("qpn") if ev == "send" else e.int("dqpn")
+            if q is None or q == 0xffffff:
+                q = 0xffffff
+            key = self.qp_track(n, q) if q != 0xffffff else self.multicast_track(n)
+            out.append({"kind": "pkt", "dir": ev, "node": n, "tid": key[1], "t": self.t(e), "dur": PKT_DUR_NS,
+                        "name": f"{'>' if ev == 'send' else '<'} {e.pkt_opcode()}",
+                        "id": e.get("id"), "args": {"seq": e.seq, "line": e.body}})
+        elif c == "cqe" and ev == "cqe":
+            q = e.int("qpn")
+            key = self.qp_track(n, q)
+            kind = e.cqe_kind() or "?"
+            out.append({"kind": "cqe", "node": n, "tid": key[1], "t": self.t(e), "dur": 0,
+                        "name": f"CQE {kind}", "err": kind.endswith("ERR"),
+                        "args": {"seq": e.seq, "line": e.body}})
+            if kind.startswith("REQ"):
+                d = self.open.get((n, q), {})
+                cnt = e.int("wqe_counter")
+                # This CQE completes its WQE and the unsignaled ones before it.
+                for i in sorted(d, key=lambda i: d[i][1]):
+                    t0, seq, op, _ = d[i]
+                    done = i == cnt or (cnt is not None and ((cnt - i) & 0xffff) < 0x8000)
+                    if not done:
+                        continue
+                    out.append({"kind": "wqe", "node": n, "tid": key[1], "t": t0, "dur": max(self.t(e) - t0, 1),
+                                "name": f"{op} 0x{i:x}", "err": kind.endswith("ERR") and i == cnt,
+                                "args": {"doorbell_seq": seq, "cqe_seq": e.seq, "cqe": e.body}})
+                    del d[i]
+        elif c == "eq" and ev == "eqe":
+            key = self.eq_track(n, e.int("eqn"))
+            cqn = e.eqe_cqn()
+            out.append({"kind": "eqe", "node": n, "tid": key[1], "t": self.t(e), "dur": 0,
+                        "name": f"EQE cqn 0x{cqn:x}" if cqn is not None and e.int("type") == 0
+                        else f"EQE type {e.get('type')}", "args": {"seq": e.seq, "line": e.body}})
+        elif c == "irq" and ev == "msix":
+            key = self.eq_track(n, e.int("eqn"))
+            out.append({"kind": "irq", "node": n, "tid": key[1], "t": self.t(e), "dur": 0,
+                        "name": f"MSI-X {e.get('vector')}", "args": {"seq": e.seq}})
+        elif c == "cmd":
+            if ev == "doorbell":
+                self.cmd_open[(n, "db")] = self.t(e)
+            elif ev == "done":
+                self.tracks.setdefault((n, TID_CMD), "commands")
+                t1 = self.t(e)
+                t0 = self.cmd_open.pop((n, "db"), None)
+                if t0 is None or t1 - t0 > 10 * 1000 * 1000:
+                    t0 = t1 - (e.int("ns") or 1)
+                out.append({"kind": "cmd", "node": n, "tid": TID_CMD, "t": t0, "dur": max(t1 - t0, 1),
+                            "name": tp.vname(e.get("opcode")) or "?",
+                            "err": not (e.get("status") or "OK").startswith("OK"),
+                            "args": {"seq": e.seq, "status": e.get("status")}})
+        elif c in ("port", "guest_err") or (c == "qp" and ev in ("error", "transition")):
+            tid = TID_PORT
+            name = "port" if c == "port" else "events"
+            if c == "qp":
+                tid = self.qp_track(n, e.int("qpn"))[1]
+            self.tracks.setdefault((n, tid), name)
+            out.append({"kind": "mark", "node": n, "tid": tid, "t": self.t(e), "dur": 0,
+                        "name": f"{c} {ev}", "err": c == "guest_err" or ev == "error",
+                        "args": {"seq": e.seq, "line": e.body}})
+        for it in out:
+            self.count[it["kind"]] += 1
+        return out
+
+    def multicast_track(self, node):
+        key = (node, 0xffffff)
+        self.tracks.setdefault(key, "multicast")
+        return key
+
+
+def events_for(a, srcs):
+    """Merged events within the export's filters."""
+    from hcasim.trace_cli import event_filter, merged, parse_int
+    a.seq_range = (None, None)
+    if a.seq:
+        lo, _, hi = a.seq.partition(":")
+        a.seq_range = (parse_int(lo) if lo else None, parse_int(hi) if hi else None)
+    keep_line, keep_event = event_filter(a)
+    since = tp.parse_time(a.since) if a.since else None
+    until = tp.parse_time(a.until) if a.until else None
+    for e in merged(srcs, since=since):
+        if until is not None and e.t > until:
+            continue
+        if (e.cat == "obj" and e.ev == "create_qp") or (keep_line(e.line) and keep_event(e)):
+            yield e
+
+
+def write_perfetto(path, srcs, evs, offsets, max_events):
+    col = Collector(offsets)
+    n = 0
+    truncated = False
+    pids = {s.name: node_index(s.name) for s in srcs}
+    with open(path, "w") as f:
+        f.write('{"displayTimeUnit": "ns", "otherData": ')
+        json.dump({"source": "hcasim device trace", "nodes": [s.name for s in srcs],
+                   "clock_offsets_ns": offsets}, f)
+        f.write(', "traceEvents": [\n')
+        first = True
+
+        def put(obj):
+            nonlocal first
+            if not first:
+                f.write(",\n")
+            first = False
+            f.write(json.dumps(obj, separators=(",", ":")))
+
+        for s in srcs:
+            put({"ph": "M", "name": "process_name", "pid": pids[s.name], "args": {"name": s.name}})
+            put({"ph": "M", "name": "process_sort_index", "pid": pids[s.name], "args": {"sort_index": pids[s.name]}})
+        for e in evs:
+            for it in col.items(e):
+                if n >= max_events:
+                    truncated = True
+                    break
+                pid = pids.get(it["node"], 0)
+                ts = it["t"] / 1000.0
+                base = {"name": it["name"], "cat": it["kind"], "pid": pid, "tid": it["tid"], "ts": ts,
+                        "args": it["args"]}
+                if it["dur"]:
+                    base.update(ph="X", dur=it["dur"] / 1000.0)
+                else:
+                    base.update(ph="i", s="t")
+                put(base)
+                n += 1
+                if it["kind"] == "pkt" and it.get("id") and not int(it["id"], 16) >> 63:
+                    # Flow arrow from the sending node's packet to the
+                    # receiving node's (the same id on both).
+                    put({"ph": "s" if it["dir"] == "send" else "f", "bp": "e", "id": it["id"], "name": "packet",
+                         "cat": "flow", "pid": pid, "tid": it["tid"], "ts": ts + 0.0001})
+            if truncated:
+                break
+        for (node, tid), name in sorted(col.tracks.items(), key=lambda x: (x[0][0], x[0][1])):
+            pid = pids.get(node, 0)
+            put({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+            put({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+        f.write("\n]}\n")
+    return n, truncated, col
+
+
+# -- HTML --------------------------------------------------------------------
+
+CSS = """
+body { font: 13px/1.4 system-ui, sans-serif; margin: 16px 24px; color: #1d2330; background: #fff; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; border-bottom: 1px solid #ccd; }
+table { border-collapse: collapse; margin: 4px 0 12px; } td, th { padding: 2px 10px; border-bottom: 1px solid #e4e6ee; }
+th { text-align: left; background: #f2f4f8; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.facts td { border: none; padding: 1px 12px 1px 0; }
+code, .mono { font-family: ui-monospace, monospace; font-size: 12px; }
+#controls { margin: 8px 0; } #controls button, #controls select { margin-right: 6px; }
+#timeline { border: 1px solid #ccd; background: #fbfcfe; user-select: none; }
+.lane-label { font: 11px ui-monospace, monospace; fill: #333; }
+.lane-bg { fill: #f4f6fb; } .lane-bg.odd { fill: #fff; }
+rect.wqe { fill: #4c7bd9; opacity: .85; } rect.wqe.err { fill: #d9534f; }
+rect.cmd { fill: #8a6fd1; } rect.cmd.err { fill: #d9534f; }
+rect.pkt.send { fill: #2e9e62; } rect.pkt.recv { fill: #e0952b; }
+line.cqe { stroke: #111; stroke-width: 1.5; } line.cqe.err { stroke: #d9534f; stroke-width: 2.5; }
+line.eqe { stroke: #9a4dc9; stroke-width: 1.5; } line.irq { stroke: #d9534f; stroke-width: 1.5; }
+line.mark { stroke: #777; stroke-dasharray: 2 2; } line.mark.err { stroke: #d9534f; stroke-dasharray: none; }
+line.flow { stroke: #2e9e62; stroke-width: .8; opacity: .5; }
+.axis text { font: 10px ui-monospace, monospace; fill: #555; } .axis line { stroke: #ccd; }
+#tip { position: fixed; pointer-events: none; background: #1d2330; color: #fff; padding: 4px 8px; border-radius: 3px;
+       font: 11px ui-monospace, monospace; display: none; max-width: 720px; white-space: pre-wrap; z-index: 9; }
+.legend span { display: inline-block; margin-right: 14px; }
+.legend i { display: inline-block; width: 12px; height: 10px;
+  margin-right: 4px; vertical-align: middle; }
+.err-list td { vertical-align: top; } .note { color: #666; }
+"""
+
+JS = r"""
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("timeline-data").textContent);
+  var SVGNS = "http://www.w3.org/2000/svg";
+  var svg = document.getElementById("timeline");
+  var tip = document.getElementById("tip");
+  var status = document.getElementById("timeline-status");
+  var nodeSel = document.getElementById("node-filter");
+  var LABEL = 170, LANE = 22, TOP = 24, W = Math.max(900, (window.innerWidth || 1200) - 60);
+  var full = [D.t0, D.t1 > D.t0 ? D.t1 : D.t0 + 1000];
+  var view = full.slice();
+  function el(name, attrs, parent) {
+    var e = document.createElementNS(SVGNS, name);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function fmt(ns) { return (ns / 1000).toFixed(3) + " us"; }
+  function axisLabel(ns, span) {
+    if (span > 5e9) return (ns / 1e9).toFixed(2) + " s";
+    if (span > 5e6) return (ns / 1e9).toFixed(5) + " s";
+    return (ns / 1000).toFixed(3) + " us";
+  }
+  var hideEmpty = document.getElementById("hide-empty");
+  function lanesShown() {
+    var want = nodeSel.value, busy = null;
+    if (hideEmpty.checked) {
+      busy = {};
+      D.items.forEach(function (it) {
+        if (it.t + (it.d || 0) >= view[0] && it.t <= view[1]) busy[it.lane] = true;
+      });
+    }
+    return D.lanes.filter(function (l) {
+      return (want === "all" || l.node === want) && (!busy || busy[l.key]);
+    });
+  }
+  function draw() {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    var lanes = lanesShown();
+    var idx = {};
+    lanes.forEach(function (l, i) { idx[l.key] = i; });
+    var H = TOP + lanes.length * LANE + 10;
+    svg.setAttribute("width", W); svg.setAttribute("height", H);
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    var span = view[1] - view[0], plotW = W - LABEL - 10;
+    function x(t) { return LABEL + (t - view[0]) / span * plotW; }
+    var axis = el("g", {"class": "axis"}, svg);
+    for (var k = 0; k <= 8; k++) {
+      var t = view[0] + span * k / 8, xx = x(t);
+      el("line", {x1: xx, x2: xx, y1: TOP - 4, y2: H}, axis);
+      var tx = el("text", {x: xx + 2, y: 12}, axis); tx.textContent = axisLabel(t, span);
+    }
+    lanes.forEach(function (l, i) {
+      var g = el("g", {"class": "lane", "data-lane": l.name, "data-node": l.node}, svg);
+      el("rect", {"class": "lane-bg" + (i % 2 ? " odd" : ""), x: 0, y: TOP + i * LANE, width: W, height: LANE}, g);
+      var tx = el("text", {"class": "lane-label", x: 4, y: TOP + i * LANE + 15}, g);
+      tx.textContent = l.node + " " + l.name;
+    });
+    var drawn = 0, hidden = 0, pos = {}, lastPx = {};
+    D.items.forEach(function (it) {
+      var li = idx[it.lane];
+      if (li === undefined) return;
+      var t0 = it.t, t1 = it.t + (it.d || 0);
+      if (t1 < view[0] || t0 > view[1]) return;
+      // One mark per pixel, lane and kind: a zoomed-out view of a long
+      // trace stays a few thousand elements (errors always drawn).
+      var px = Math.round(x(t0)) + ":" + Math.round(x(t1)), lk = it.lane + it.k + (it.dir || "");
+      if (lastPx[lk] === px && !it.e) { hidden++; return; }
+      lastPx[lk] = px;
+      var y = TOP + li * LANE, e;
+      if (it.k === "wqe" || it.k === "cmd" || it.k === "pkt") {
+        var h = it.k === "pkt" ? 6 : 12, yy = it.k === "pkt" ? y + (it.dir === "send" ? 2 : 14) : y + 5;
+        var w = Math.max(2, x(t1) - x(t0));
+        e = el("rect", {"class": it.k + (it.dir ? " " + it.dir : "") + (it.e ? " err" : ""), x: x(t0), y: yy,
+                        width: w, height: h}, svg);
+        if (it.k === "pkt" && it.id) {
+          (pos[it.id] = pos[it.id] || []).push([x(t0), yy + 3, it.dir]);
+        }
+      } else {
+        e = el("line", {"class": it.k + (it.e ? " err" : ""), x1: x(t0), x2: x(t0), y1: y + 2, y2: y + LANE - 2}, svg);
+      }
+      e.setAttribute("data-tip", it.n + "  @ " + fmt(it.t) + (it.d ? "  dur " + fmt(it.d) : "") +
+                     (it.s ? "\n" + it.s : ""));
+      drawn++;
+    });
+    // Flow lines: a packet from its sender to its receiver.
+    var flows = 0;
+    Object.keys(pos).forEach(function (id) {
+      var p = pos[id], s = null, r = null;
+      p.forEach(function (q) { if (q[2] === "send") s = q; else r = q; });
+      if (s && r) { el("line", {"class": "flow", x1: s[0], y1: s[1], x2: r[0], y2: r[1]}, svg); flows++; }
+    });
+    status.textContent = drawn + " items in " + lanes.length + " lanes, " + flows + " packet flows" +
+                         (hidden ? " (" + hidden + " more under them: zoom in)" : "") + "; window " +
+                         fmt(view[0]) + " .. " + fmt(view[1]) + (D.truncated ? " (first " + D.items.length +
+                         " items of the trace)" : "");
+    svg.setAttribute("data-drawn", String(drawn));
+    document.body.setAttribute("data-rendered", "ok");
+  }
+  svg.addEventListener("mousemove", function (ev) {
+    var t = ev.target.getAttribute && ev.target.getAttribute("data-tip");
+    if (!t) { tip.style.display = "none"; return; }
+    tip.textContent = t; tip.style.display = "block";
+    tip.style.left = (ev.clientX + 12) + "px"; tip.style.top = (ev.clientY + 12) + "px";
+  });
+  svg.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+  var dragFrom = null;
+  function tAt(ev) {
+    var r = svg.getBoundingClientRect(), px = ev.clientX - r.left;
+    return view[0] + (px - LABEL) / (W - LABEL - 10) * (view[1] - view[0]);
+  }
+  svg.addEventListener("mousedown", function (ev) { dragFrom = tAt(ev); });
+  svg.addEventListener("mouseup", function (ev) {
+    if (dragFrom === null) return;
+    var a = dragFrom, b = tAt(ev); dragFrom = null;
+    if (Math.abs(b - a) > (view[1] - view[0]) / 500) { view = [Math.min(a, b), Math.max(a, b)]; draw(); }
+  });
+  svg.addEventListener("dblclick", function () { view = full.slice(); draw(); });
+  function zoom(f) {
+    var c = (view[0] + view[1]) / 2, h = (view[1] - view[0]) * f / 2;
+    view = [c - h, c + h]; draw();
+  }
+  function pan(f) { var d = (view[1] - view[0]) * f; view = [view[0] + d, view[1] + d]; draw(); }
+  document.getElementById("zoom-in").onclick = function () { zoom(0.5); };
+  document.getElementById("zoom-out").onclick = function () { zoom(2); };
+  document.getElementById("pan-left").onclick = function () { pan(-0.5); };
+  document.getElementById("pan-right").onclick = function () { pan(0.5); };
+  document.getElementById("reset").onclick = function () { view = full.slice(); draw(); };
+  document.getElementById("first-wqe").onclick = function () {
+    var w = D.items.filter(function (it) { return it.k === "wqe"; })[0];
+    if (w) { view = [w.t - 200000, w.t + (w.d || 0) + 800000]; draw(); }
+  };
+  nodeSel.onchange = draw;
+  hideEmpty.onchange = draw;
+  D.nodes.forEach(function (n) { var o = document.createElement("option"); o.value = n; o.textContent = n;
+                                 nodeSel.appendChild(o); });
+  // Start on the busiest part: the first WQE with some context, if any.
+  var firstWqe = D.items.filter(function (it) { return it.k === "wqe"; })[0];
+  if (firstWqe && D.zoomFirst) view = [firstWqe.t - 200000, firstWqe.t + (firstWqe.d || 0) + 800000];
+  draw();
+})();
+"""
+
+
+def _html_table(rows, headers, numeric=()):
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in headers) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(
+            f"<td class=\"n\">{html.escape(str(c))}</td>" if i in numeric else f"<td>{html.escape(str(c))}</td>"
+            for i, c in enumerate(r)) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _tables_from_text(lines):
+    """Summary.render()'s text tables as HTML: a title line, a header row,
+    a dashes row, rows; columns split on two or more spaces."""
+    import re
+    out = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if i + 2 < len(lines) and lines[i + 2].strip().startswith("-") and set(lines[i + 2].strip()) <= {"-", " "}:
+            title = line.strip()
+            hdr = re.split(r"\s{2,}", lines[i + 1].strip())
+            j = i + 3
+            rows = []
+            while j < len(lines) and lines[j].startswith("  ") and lines[j].strip():
+                rows.append(re.split(r"\s{2,}", lines[j].strip()))
+                j += 1
+            num = {k for k in range(len(hdr)) if rows and all(r[k].replace(",", "").isdigit() for r in rows
+                                                              if k < len(r))}
+            out.append(f"<h3>{html.escape(title)}</h3>")
+            out.append(_html_table(rows, hdr, numeric=num))
+            i = j
+            continue
+        i += 1
+    return "\n".join(out)
+
+
+def write_html(path, srcs, evs, offsets, max_items, summary, run_dir):
+    col = Collector(offsets)
+    items = []
+    truncated = False
+    lanes = {}
+    for e in evs:
+        summary.add(e)
+        if truncated:
+            continue
+        for it in col.items(e):
+            if len(items) >= max_items:
+                truncated = True
+                break
+            key = f"{it['node']}/{it['tid']}"
+            lanes[key] = (it["node"], it["tid"])
+            items.append({"k": it["kind"], "lane": key, "t": it["t"], "d": it["dur"], "n": it["name"],
+                          "e": bool(it.get("err")), "dir": it.get("dir"), "id": it.get("id"),
+                          "s": (it["args"].get("line") or it["args"].get("cqe") or "")[:200]})
+    lane_list = []
+    for key, (node, tid) in sorted(lanes.items(), key=lambda x: (node_index(x[1][0]), x[1][1])):
+        lane_list.append({"key": key, "node": node, "name": col.tracks.get((node, tid), f"track {tid}")})
+    t0 = min((it["t"] for it in items), default=0)
+    t1 = max((it["t"] + it["d"] for it in items), default=1)
+    data = {"nodes": [s.name for s in srcs], "lanes": lane_list, "items": items, "t0": t0, "t1": t1,
+            "truncated": truncated, "zoomFirst": False, "offsets": offsets}
+    text = summary.render(srcs)
+    facts = []
+    if run_dir is not None:
+        facts.append(("run", str(run_dir)))
+    for s in srcs:
+        st = s.stats
+        facts.append((s.name, f"{', '.join(str(f) for f in st.files)}: {st.events} events, seq "
+                              f"{st.first_seq}..{st.last_seq}, device time {tp.fmt_us(st.first_t)} .. "
+                              f"{tp.fmt_us(st.last_t)} us"))
+    for n, off in offsets.items():
+        if off:
+            facts.append((f"{n} clock", f"{n} = {srcs[0].name} {'+' if off >= 0 else '-'} {tp.fmt_us(abs(off))} us "
+                                        f"(estimated from packets both ways; the timeline uses {srcs[0].name}'s)"))
+    errs = []
+    for title, counter in (("error", summary.errors), ("anomaly", summary.anomalies)):
+        for (kind, sh), k in counter.most_common(200):
+            e = summary.first[(kind, sh)]
+            errs.append([title, k, kind, sh, f"{e.node} seq {e.seq}", tp.fmt_us(e.t)])
+    body = [
+        "<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>hcasim trace report{' — ' + html.escape(run_dir.name) if run_dir else ''}</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>hcasim device trace report</h1>",
+        "<table class=\"facts\">" + "".join(f"<tr><td><b>{html.escape(k)}</b></td><td class=\"mono\">"
+                                          f"{html.escape(v)}</td></tr>" for k, v in facts) + "</table>",
+        "<h2>Timeline</h2>",
+        "<div id=\"controls\">node <select id=\"node-filter\"><option value=\"all\">all</option></select>"
+        "<button id=\"zoom-in\">zoom in</button><button id=\"zoom-out\">zoom out</button>"
+        "<button id=\"pan-left\">&larr;</button><button id=\"pan-right\">&rarr;</button>"
+        "<button id=\"first-wqe\">first WQE</button><button id=\"reset\">whole trace</button>"
+        "<label><input type=\"checkbox\" id=\"hide-empty\" checked> hide idle lanes</label>"
+        "<span class=\"note\"> drag to zoom into a range, double-click for the whole trace</span></div>",
+        "<div class=\"legend\"><span><i style=\"background:#4c7bd9\"></i>WQE (doorbell to CQE)</span>"
+        "<span><i style=\"background:#2e9e62\"></i>packet sent</span><span><i style=\"background:#e0952b\"></i>"
+        "packet received</span><span><i style=\"background:#111\"></i>CQE</span><span><i style=\"background:#9a4dc9"
+        "\"></i>EQE</span><span><i style=\"background:#d9534f\"></i>interrupt / error</span><span><i style=\""
+        "background:#8a6fd1\"></i>command</span></div>",
+        "<div id=\"timeline-status\" class=\"note\">(the timeline needs JavaScript)</div>",
+        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"40\"></svg>",
+        "<div id=\"tip\"></div>",
+        f"<h2>Errors and anomalies ({sum(summary.errors.values())} errors, {sum(summary.anomalies.values())} "
+        f"anomalies)</h2>",
+        "<div id=\"errors\" class=\"err-list\">" + (_html_table(errs, ["", "count", "kind", "message", "first",
+                                                                        "time (us)"], numeric={1})
+                                                    if errs else "<p>none</p>") + "</div>",
+        "<h2>Summary</h2>", "<div id=\"summary\">", _tables_from_text(text), "</div>",
+        "<script type=\"application/json\" id=\"timeline-data\">"
+        + json.dumps(data, separators=(",", ":")).replace("</", "<\\/") + "</script>",
+        f"<script>{JS}</script>", "</body></html>",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(body))
+    return len(items), truncated
+
+
+def cmd_export(a):
+    from hcasim.trace_cli import Summary, run_dir_of, sources_of
+    if not a.perfetto and not a.html:
+        die("export needs --perfetto FILE and/or --html FILE")
+    srcs = sources_of(a)
+    offsets = {s.name: 0 for s in srcs} if a.no_align else estimate_offsets(srcs)
+    if a.perfetto:
+        n, trunc, col = write_perfetto(a.perfetto, srcs, events_for(a, srcs), offsets, a.max_events)
+        tracks = len(col.tracks)
+        say(f"{a.perfetto}: {n} events on {tracks} tracks{' (truncated: --max-events)' if trunc else ''}; "
+            f"open it in https://ui.perfetto.dev or chrome://tracing")
+    if a.html:
+        n, trunc = write_html(a.html, srcs, events_for(a, srcs), offsets, min(a.max_events, a.html_max_items),
+                              Summary(), run_dir_of(srcs))
+        say(f"{a.html}: self-contained report, {n} timeline items{' (truncated: --max-events)' if trunc else ''}")
+    return 0
+
+
+def register(ts, add_paths, add_filters):
+    s = ts.add_parser("export", help="Chrome/Perfetto trace-event JSON and/or a self-contained HTML report")
+    add_paths(s)
+    add_filters(s)
+    s.add_argument("--perfetto", metavar="FILE", help="write trace-event JSON (ui.perfetto.dev, chrome://tracing)")
+    s.add_argument("--html", metavar="FILE", help="write the HTML report (offline: everything inline)")
+    s.add_argument("--max-events", type=int, default=300000, help="at most this many timeline events (default "
+                   "300000)")
+    s.add_argument("--html-max-items", type=int, default=100000, help="at most this many items in the HTML "
+                   "timeline (default 100000: a report of a few MB; the summary tables count everything)")
+    s.add_argument("--no-align", action="store_true", help="keep each node's own clock")
+    s.set_defaults(func=cmd_export)
