@@ -26,6 +26,9 @@ perf() {
     local val
     val=$(awk -v c=$col '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ {v = $c} END {print v}' "/tmp/$name.txt")
     echo "# $name: $* -> ${val:-none} $([ "$kind" = lat ] && echo us || echo MB/s)"
+    if [ "$rc" != 0 ] || ! awk -v v="${val:-0}" 'BEGIN {exit !(v + 0 > 0)}'; then
+        sed 's/^/#   /' "/tmp/$name.txt" | grep -v '^#   *$' | tail -25
+    fi
     check "$name ($*): exit $rc, non-zero result" \
         awk -v r=$rc -v v="${val:-0}" 'BEGIN {exit !(r == 0 && v + 0 > 0)}'
     share "perf-$name" "${val:-0}"

@@ -4,6 +4,7 @@ over InfiniBand working between them: the unmodified mlx5_core, mlx5_ib and
 ib_ipoib drivers, ping both ways and a short iperf3, with the run's device
 traces and fabric capture kept for inspection."""
 import re
+import subprocess
 import textwrap
 
 from hcasim import driver, build, vm
@@ -96,6 +97,19 @@ def main(a):
                         wqes += parts[2] == "wqe" and parts[3] == "fetch"
                         cqes += parts[2] == "cqe"
             print(f"node{r.node} trace    : {trace}  ({wqes} WQEs fetched, {cqes} CQEs written)")
+    print("-" * 78)
+    print("The first IPoIB ping, from ipoib_send()'s UD SEND WQE to the peer's receive CQE:")
+    print(f"$ ./hcasim trace follow {run_dir} --first-ping")
+    r = subprocess.run([str(ROOT / "hcasim"), "trace", "follow", str(run_dir), "--first-ping"],
+                       capture_output=True, text=True)
+    print((r.stdout + r.stderr).rstrip())
+    if r.returncode != 0:
+        ok = False
+    report = run_dir / "report.html"
+    r = subprocess.run([str(ROOT / "hcasim"), "trace", "export", str(run_dir), "--html", str(report)],
+                       capture_output=True, text=True)
+    if r.returncode == 0:
+        print(f"timeline report: {report} (open in a browser; works offline)")
     print(f"everything else: {run_dir}")
     print("=" * 78)
     return 0 if ok else 1
