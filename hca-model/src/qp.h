@@ -212,6 +212,7 @@ class QpTable {
     bool rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd);
     void rc_process_sq(Qp &qp, uint16_t pi);
     void rc_arm_ack_timer(Qp &qp);
+    bool rc_retry_budget(Qp &qp, const char *why);
     void rc_retransmit(Qp &qp, uint32_t psn);
     void rc_fail(Qp &qp, uint8_t synd, const char *why);
     void rc_complete(Qp &qp);

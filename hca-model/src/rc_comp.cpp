@@ -42,6 +42,21 @@ void QpTable::rc_arm_ack_timer(Qp &qp) {
     });
 }
 
+// A retransmission for a sequence error (NAK or implied NAK) counts against
+// the retry counter like a local ACK timeout (IBA 9.7.5.2.2); forward
+// progress resets it. Without this a peer that keeps answering the same
+// way (a misconfigured or hostile one) would keep the QP retransmitting
+// forever. False once the counter has run out: the QP has failed.
+bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
+    if (qp.rc.retry_left == 0) {
+        rc_fail(qp, kSyndTransportRetryExc, "transport retry counter exceeded");
+        return false;
+    }
+    --qp.rc.retry_left;
+    dev_.trace(kTrQp, "seq_retry qpn=0x{:x} reason={} retries_left={}", qp.qpn, why, qp.rc.retry_left);
+    return true;
+}
+
 // Go-back-N: resend everything outstanding from psn on.
 void QpTable::rc_retransmit(Qp &qp, uint32_t psn) {
     ++qp.rc.retransmits;
@@ -183,7 +198,9 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
                 }
                 if ((w.is_read() || w.is_atomic()) && !w.acked && psn_diff(w.last_psn(), psn) < 0) {
                     rc_complete(qp);
-                    rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
+                    if (rc_retry_budget(qp, "implied NAK")) {
+                        rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
+                    }
                     return;
                 }
             }
@@ -227,7 +244,9 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
             rc_complete(qp);
             dev_.trace(kTrQp, "nak qpn=0x{:x} psn=0x{:x} code={}", qp.qpn, psn, code);
             if (code == kNakPsnSeq) {
-                rc_retransmit(qp, psn);
+                if (rc_retry_budget(qp, "PSN sequence NAK")) {
+                    rc_retransmit(qp, psn);
+                }
                 return;
             }
             const uint8_t synd = code == kNakInvalidRequest ? kSyndRemoteInvalReq
