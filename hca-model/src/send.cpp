@@ -443,9 +443,12 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
     cqe.sop_drop_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>(kCqeReq << 4);
-    if (dev_.config().test_fault == "cqe-opcode" && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr) {
-        // Deliberately wrong (--test-fault), on the data-path QPs only so
-        // that the port still comes up and the tests reach their checks.
+    if (dev_.config().test_fault == "cqe-opcode" && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr &&
+        wqe_opcode != kWqeNop) {
+        // Deliberately wrong (--test-fault), on data-path work requests only
+        // (not the management QPs, the UMR QP or mlx5_ib's NOP-based
+        // write-combining probe) so the drivers load, the port comes up and
+        // the tests reach their own checks.
         cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
     }
     dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,

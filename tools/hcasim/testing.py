@@ -144,7 +144,7 @@ def apply_baseline(name, outcomes, base):
 
 # The guest test that the runner self-test breaks on purpose: quick, and
 # its checks look at every completion's opcode.
-FAULT_PROBE = "05-fabric-ud"
+FAULT_PROBE = "12-kverbs"
 
 
 def fault_self_test():
