@@ -18,6 +18,20 @@ perf() {
     case "$1" in *_lat) kind=lat ;; *) kind=bw ;; esac
     client_server "$name" 300 "$@" -F
     local rc=$?
+    # perftest times itself in CPU cycles and measures the cycle rate first;
+    # when a TCG guest's clock is too jittery for that ("Correlation
+    # coefficient r^2 < 0.9") it reports 0. That says nothing about the
+    # HCA: run the pair once more (both nodes decide alike).
+    if [ "$me" = 0 ]; then
+        if grep -q "Correlation coefficient" "/tmp/$name.txt"; then share "again-$name" 1; else share "again-$name" 0; fi
+    fi
+    barrier "$name-decided" 60
+    if [ "$(shared 0 "again-$name")" = 1 ]; then
+        [ "$me" = 0 ] && echo "# $name: perftest could not calibrate the guest's cycle counter; running it again"
+        client_server "$name-again" 300 "$@" -F
+        rc=$?
+        [ "$me" = 0 ] && cp "/tmp/$name-again.txt" "/tmp/$name.txt"
+    fi
     [ "$me" = 0 ] || return 0
     # Result rows start with the message size; BW average is column 4,
     # t_avg column 6.
