@@ -108,9 +108,23 @@ def clues(run_dir, limit=4):
     for nd in sorted(run_dir.glob("node*")):
         log = nd / "output.log"
         if log.exists():
-            hits = [l.strip() for l in log.read_text(errors="replace").splitlines()
-                    if GUEST_COMPLAINT.search(l) and not l.startswith(("ok ", "not ok "))]
-            out += [f"{nd.name} output: {l[:160]}" for l in hits[:limit]]
+            lines = log.read_text(errors="replace").splitlines()
+            # The first failing checks with the diagnostic line just above
+            # each (what the program said), then other complaints.
+            first = []
+            failing = [i for i, l in enumerate(lines) if re.match(r"(# )?not ok ", l)]
+            # Prefer failures that carry a diagnostic (KTAP relayed as "# ..."
+            # lines, or a tool's output just above the check).
+            failing.sort(key=lambda i: not (i and lines[i - 1].startswith("#")
+                                            and not re.match(r"# (not )?ok ", lines[i - 1])))
+            for i in sorted(failing[:2]):
+                for j in (i - 2, i - 1):
+                    if j >= 0 and lines[j].startswith("#") and not re.search(r"(^|# )(not )?ok ", lines[j]):
+                        first.append(lines[j].strip())
+                first.append(lines[i].strip())
+            hits = [l.strip() for l in lines
+                    if GUEST_COMPLAINT.search(l) and not l.startswith(("ok ", "not ok ")) and l.strip() not in first]
+            out += [f"{nd.name} output: {l[:160]}" for l in first + hits[:limit]]
         dmesg = nd / "dmesg.txt"
         if dmesg.exists():
             hits = [l.strip() for l in dmesg.read_text(errors="replace").splitlines()
