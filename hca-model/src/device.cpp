@@ -56,6 +56,7 @@ Device::Device(Host &host, const DeviceConfig &cfg)
     if (!cfg.test_fault.empty() && cfg.test_fault != "cqe-opcode") {
         throw ConfigError(fmt::format("unknown test fault '{}' (known: cqe-opcode)", cfg.test_fault));
     }
+    fault_cqe_opcode_ = cfg.test_fault == "cqe-opcode";
     // Packet ids: the low bits of the node GUID, then a counter, so ids of
     // different nodes never collide in a fabric capture.
     next_packet_id_ = (node_guid_ & 0xffff) << 40 | 1;

@@ -100,6 +100,8 @@ class Device {
     }
     Tracer &tracer() { return tracer_; }
     const DeviceConfig &config() const { return cfg_; }
+    // --test-fault cqe-opcode, resolved once from the configuration.
+    bool fault_cqe_opcode() const { return fault_cqe_opcode_; }
     uint64_t node_guid() const { return node_guid_; }
 
     struct Counters {
@@ -139,6 +141,7 @@ class Device {
     std::deque<Doorbell> doorbells_;
     std::deque<Packet> rx_;  // packets waiting for the receive side
     uint64_t next_packet_id_ = 1;
+    bool fault_cqe_opcode_ = false;
     void receive(Packet &pkt);
 
   public:

@@ -443,7 +443,7 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
     cqe.sop_drop_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>(kCqeReq << 4);
-    if (dev_.config().test_fault == "cqe-opcode" && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr &&
+    if (dev_.fault_cqe_opcode() && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr &&
         wqe_opcode != kWqeNop) {
         // Deliberately wrong (--test-fault), on data-path work requests only
         // (not the management QPs, the UMR QP or mlx5_ib's NOP-based

@@ -291,6 +291,23 @@ TEST_CASE("WQEs wrap the send ring; bogus doorbells do no harm", "[dp][sq]") {
     CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
 }
 
+// A NOP WQE posted at a.sq_pi (doorbell record updated) and copied whole
+// through BlueFlame half `half` (0 or 256) as 8 x 8-byte writes, the way
+// mlx5_ib/libmlx5 copy it; `ce` goes into the copy only.
+static void bf_nop(Setup &s, QpHandle &a, uint32_t half, uint8_t ce = 0) {
+    uint8_t w[64] = {};
+    hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
+    hca::store_be32(w + 4, a.qpn << 8 | 1);
+    s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
+    ++a.sq_pi;
+    s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+    w[11] = ce;
+    const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
+    for (int k = 0; k < 8; ++k) {
+        s.d.bar_write(base + half + k * 8, w + k * 8, 8);
+    }
+}
+
 TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's write-combining test)", "[dp][bf]") {
     Setup s;
     REQUIRE(s.b.dev.fw.caps().gen(ifc::cmd_hca_cap::bf) == 1);
@@ -302,16 +319,7 @@ TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's wri
     uint32_t half = 0;
     const int n = 6;
     for (int i = 0; i < n; ++i) {
-        uint8_t w[64] = {};
-        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
-        hca::store_be32(w + 4, a.qpn << 8 | 1);
-        s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
-        ++a.sq_pi;
-        s.b.host.write_be32(a.dbr + 4, a.sq_pi);
-        w[11] = hca::kCeCqUpdate;
-        for (int k = 0; k < 8; ++k) {
-            s.d.bar_write(base + half + k * 8, w + k * 8, 8);
-        }
+        bf_nop(s, a, half, hca::kCeCqUpdate);
         half ^= 256;
     }
     s.b.pump();
@@ -344,17 +352,8 @@ TEST_CASE("BlueFlame alternation: two doorbells in a row to one half warn; a rea
           "[dp][bf]") {
     Setup s;
     auto a = s.ud(1);
-    const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
     auto nop = [&](uint32_t half) {
-        uint8_t w[64] = {};
-        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
-        hca::store_be32(w + 4, a.qpn << 8 | 1);
-        s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
-        ++a.sq_pi;
-        s.b.host.write_be32(a.dbr + 4, a.sq_pi);
-        for (int k = 0; k < 8; ++k) {
-            s.d.bar_write(base + half + k * 8, w + k * 8, 8);
-        }
+        bf_nop(s, a, half);
         s.b.pump();
     };
     nop(0);

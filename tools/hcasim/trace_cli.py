@@ -324,8 +324,20 @@ def cmd_summary(a):
 
 # -- list --------------------------------------------------------------------
 
+def filters_of(a):
+    """(keep_line, keep_event, since, until) for the list filters, the
+    time window parsed."""
+    since = tp.parse_time(a.since) if a.since else None
+    until = tp.parse_time(a.until) if a.until else None
+    return (*event_filter(a), since, until)
+
+
 def event_filter(a):
     """(keep_line, keep_event) for the list filters."""
+    a.seq_range = (None, None)
+    if a.seq:
+        lo, _, hi = a.seq.partition(":")
+        a.seq_range = (parse_int(lo) if lo else None, parse_int(hi) if hi else None)
     qpns = int_list(a.qpn)
     cqns = int_list(a.cqn)
     eqns = int_list(a.eqn)
@@ -377,13 +389,7 @@ def event_filter(a):
 
 def cmd_list(a):
     srcs = sources_of(a)
-    a.seq_range = (None, None)
-    if a.seq:
-        lo, _, hi = a.seq.partition(":")
-        a.seq_range = (parse_int(lo) if lo else None, parse_int(hi) if hi else None)
-    keep_line, keep_event = event_filter(a)
-    since = tp.parse_time(a.since) if a.since else None
-    until = tp.parse_time(a.until) if a.until else None
+    keep_line, keep_event, since, until = filters_of(a)
     multi = len(srcs) > 1
     n = 0
     try:
@@ -429,20 +435,21 @@ def node_and_seq(text, srcs):
     return srcs[0], seq
 
 
-def split_args(a):
-    """a.args: the existing paths, and at most one SEQ/NODE:SEQ."""
+def split_args(a, what="SEQ"):
+    """a.args: the existing paths (a.paths), and at most one other word
+    (returned: a SEQ/NODE:SEQ, or follow's work request)."""
     paths, rest = [], []
     for x in a.args:
         (paths if Path(x).exists() else rest).append(x)
     if len(rest) > 1:
-        die(f"one SEQ at a time (not a path: {' '.join(rest)})")
+        die(f"one {what} at a time (not a path: {' '.join(rest)})")
     a.paths = paths
-    a.seq = rest[0] if rest else None
+    return rest[0] if rest else None
 
 
 def cmd_decode(a):
     from hcasim import trace_wqe
-    split_args(a)
+    a.seq = split_args(a)
     if a.seq is not None and ":" in a.seq:
         a.node = None  # NODE:SEQ names the node
     srcs = sources_of(a)
@@ -485,13 +492,7 @@ def cmd_wire(a):
         ids = int_list(a.id)
     else:
         # Packets of the traced events chosen like `list` does.
-        a.seq_range = (None, None)
-        if a.seq:
-            lo, _, hi = a.seq.partition(":")
-            a.seq_range = (parse_int(lo) if lo else None, parse_int(hi) if hi else None)
-        keep_line, keep_event = event_filter(a)
-        since = tp.parse_time(a.since) if a.since else None
-        until = tp.parse_time(a.until) if a.until else None
+        keep_line, keep_event, since, until = filters_of(a)
         for e in merged(srcs, keep=lambda line: " pkt send " in line and keep_line(line), since=since):
             if until is not None and e.t > until:
                 break

@@ -170,14 +170,8 @@ class Collector:
 
 def events_for(a, srcs):
     """Merged events within the export's filters."""
-    from hcasim.trace_cli import event_filter, merged, parse_int
-    a.seq_range = (None, None)
-    if a.seq:
-        lo, _, hi = a.seq.partition(":")
-        a.seq_range = (parse_int(lo) if lo else None, parse_int(hi) if hi else None)
-    keep_line, keep_event = event_filter(a)
-    since = tp.parse_time(a.since) if a.since else None
-    until = tp.parse_time(a.until) if a.until else None
+    from hcasim.trace_cli import filters_of, merged
+    keep_line, keep_event, since, until = filters_of(a)
     for e in merged(srcs, since=since):
         if until is not None and e.t > until:
             continue

@@ -19,7 +19,6 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from hcasim import pcapng, trace_wqe
 from hcasim import trace_parse as tp
@@ -494,14 +493,8 @@ def select(a, srcs, run_dir):
 
 
 def cmd_follow(a):
-    from hcasim.trace_cli import run_dir_of, sources_of
-    paths, target = [], []
-    for x in a.args:
-        (paths if Path(x).exists() else target).append(x)
-    if len(target) > 1:
-        die(f"one work request at a time: {' '.join(target)}")
-    a.paths = paths
-    a.target = target[0] if target else None
+    from hcasim.trace_cli import run_dir_of, sources_of, split_args
+    a.target = split_args(a, "work request")
     node = a.node
     a.node = None
     srcs = sources_of(a)  # all nodes: the peer is needed
