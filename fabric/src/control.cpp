@@ -37,7 +37,7 @@ bool parse_u32(const std::string &s, uint32_t &out) {
 constexpr const char *kHelp =
     "ports\n"
     "link PORT down|up\n"
-    "drop PORT PERCENT\n"
+    "drop PORT PERCENT [all|requests]\n"
     "corrupt PORT PERCENT\n"
     "delay PORT MICROSECONDS\n"
     "sm restart\n"
@@ -108,7 +108,7 @@ std::string ControlCommands::execute(const std::string &line) {
         }
         return "ok\n";
     }
-    if ((cmd == "drop" || cmd == "corrupt" || cmd == "delay") && w.size() == 3) {
+    if ((cmd == "drop" || cmd == "corrupt" || cmd == "delay") && (w.size() == 3 || (cmd == "drop" && w.size() == 4))) {
         std::vector<uint8_t> ps;
         if (!ports(w[1], ps)) {
             return fmt::format("error bad port '{}' (1..{} or all)\n", w[1], sw.num_ports());
@@ -128,8 +128,12 @@ std::string ControlCommands::execute(const std::string &line) {
         if (!parse_double(w[2], pct) || !(pct >= 0 && pct <= 100)) {
             return fmt::format("error bad percentage '{}' (0..100)\n", w[2]);
         }
+        DropScope scope = DropScope::All;
+        if (w.size() == 4 && !parse_drop_scope(w[3], scope)) {
+            return fmt::format("error bad drop scope '{}' (all or requests)\n", w[3]);
+        }
         for (uint8_t p : ps) {
-            cmd == "drop" ? f.set_drop(p, pct) : f.set_corrupt(p, pct);
+            cmd == "drop" ? f.set_drop(p, pct, scope) : f.set_corrupt(p, pct);
         }
         return "ok\n";
     }

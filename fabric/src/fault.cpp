@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "iba/packet.h"
+
 namespace fabric {
 
 FaultInjector::FaultInjector(uint64_t seed, size_t num_ports) : cfg_(num_ports + 1), rng_(seed) {}
@@ -10,11 +12,34 @@ namespace {
 bool valid_pct(double pct) { return std::isfinite(pct) && pct >= 0 && pct <= 100; }
 }  // namespace
 
-bool FaultInjector::set_drop(uint8_t port, double pct) {
+const char *drop_scope_name(DropScope s) { return s == DropScope::Requests ? "requests" : "all"; }
+
+bool parse_drop_scope(const std::string &s, DropScope &out) {
+    if (s == "all" || s == "requests") {
+        out = s == "all" ? DropScope::All : DropScope::Requests;
+        return true;
+    }
+    return false;
+}
+
+bool is_response(std::span<const uint8_t> pkt) {
+    if (pkt.size() < sizeof(iba::Lrh)) {
+        return false;
+    }
+    const size_t bth = sizeof(iba::Lrh) + ((pkt[1] & 3) == iba::kLnhGlobal ? sizeof(iba::Grh) : 0);
+    if (pkt.size() <= bth) {
+        return false;
+    }
+    const uint8_t transport = pkt[bth] & 0xe0, op = pkt[bth] & 0x1f;
+    return (transport == iba::kRc || transport == iba::kXrc) && op >= iba::kReadRespFirst && op <= iba::kAtomicAck;
+}
+
+bool FaultInjector::set_drop(uint8_t port, double pct, DropScope scope) {
     if (port == 0 || port >= cfg_.size() || !valid_pct(pct)) {
         return false;
     }
     cfg_[port].drop_pct = pct;
+    cfg_[port].drop_scope = scope;
     return true;
 }
 

@@ -1,19 +1,35 @@
 // Fault injection on the switch's links: each packet crossing a port's
 // link (in either direction) is lost with probability drop%, has one bit
 // flipped with probability corrupt% (the receiver's CRC check then drops
-// it), and packets towards the device wait delay microseconds.  One seeded
+// it), and packets towards the device wait delay microseconds.  Drops can
+// be limited to requests (everything but ACKs, NAKs, read responses and
+// atomic acknowledgements): a program without a closing handshake, like
+// ibv_rc_pingpong, cannot survive losing the last ACK of its final message
+// after its peer has exited, on real hardware either.  One seeded
 // generator, consumed only when a knob is non-zero, makes runs with the same
 // packet order reproducible.
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 namespace fabric {
 
+// Which packets drop_pct applies to.
+enum class DropScope : uint8_t { All, Requests };
+const char *drop_scope_name(DropScope s);
+bool parse_drop_scope(const std::string &s, DropScope &out);
+
+// True for RC/XRC responder-generated packets (ACK/NAK, read response,
+// atomic acknowledge); pkt starts at the LRH.
+bool is_response(std::span<const uint8_t> pkt);
+
 struct FaultConfig {
     double drop_pct = 0;
+    DropScope drop_scope = DropScope::All;
     double corrupt_pct = 0;
     uint32_t delay_us = 0;
     bool any() const { return drop_pct > 0 || corrupt_pct > 0 || delay_us > 0; }
@@ -27,12 +43,16 @@ class FaultInjector {
 
     // Port 0 (the management port) has no link; it takes no faults.
     const FaultConfig &config(uint8_t port) const { return cfg_.at(port); }
-    bool set_drop(uint8_t port, double pct);
+    bool set_drop(uint8_t port, double pct, DropScope scope = DropScope::All);
     bool set_corrupt(uint8_t port, double pct);
     bool set_delay(uint8_t port, uint32_t us);
     void reseed(uint64_t seed) { rng_.seed(seed); }
 
-    bool roll_drop(uint8_t port) { return roll(cfg_[port].drop_pct); }
+    // pkt starts at the LRH.
+    bool roll_drop(uint8_t port, std::span<const uint8_t> pkt) {
+        const FaultConfig &c = cfg_[port];
+        return (c.drop_scope == DropScope::All || !is_response(pkt)) && roll(c.drop_pct);
+    }
     bool roll_corrupt(uint8_t port) { return roll(cfg_[port].corrupt_pct); }
     // Flips one bit of the bytes [begin, end) of pkt.
     void corrupt(std::vector<uint8_t> &pkt, size_t begin = 0);

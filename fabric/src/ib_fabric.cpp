@@ -91,11 +91,12 @@ std::string IbFabric::ports_text() const {
         fmt::format_to(std::back_inserter(s),
                        "port {}: phys={} state={} lid={} neighbor={} mtu={} rx={} tx={} rx_bytes={} tx_bytes={} "
                        "rcv_errors={} relay_errors={} xmit_discards={} vl15_dropped={} link_downed={} "
-                       "fault_dropped={} fault_corrupted={} drop={}% corrupt={}% delay={}us\n",
+                       "fault_dropped={} fault_corrupted={} drop={}%{} corrupt={}% delay={}us\n",
                        k, phys_state_name(p.phys()), port_state_name(p.state), lid, neighbor,
                        mtu_bytes(p.pi.neighbor_mtu), c.rcv_packets, c.xmit_packets, c.rcv_bytes, c.xmit_bytes,
                        c.rcv_errors, c.rcv_switch_relay_errors, c.xmit_discards, c.vl15_dropped, c.link_downed,
-                       c.fault_dropped, c.fault_corrupted, f.drop_pct, f.corrupt_pct, f.delay_us);
+                       c.fault_dropped, c.fault_corrupted, f.drop_pct,
+                       f.drop_scope == DropScope::Requests ? "(requests)" : "", f.corrupt_pct, f.delay_us);
     }
     return s;
 }

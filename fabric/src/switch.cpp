@@ -298,7 +298,7 @@ void IbSwitch::receive(uint8_t port, const Frame &frame) {
         return;
     }
     if (faults_.config(port).any()) {
-        if (faults_.roll_drop(port)) {
+        if (faults_.roll_drop(port, in.pkt)) {
             ++p.ctr.fault_dropped;
             drop(in, v, Drop::FaultDrop);
             record(in, v);
@@ -689,7 +689,7 @@ void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v
         transmit_now(p, f);
         return;
     }
-    if (faults_.roll_drop(port)) {
+    if (faults_.roll_drop(port, std::span<const uint8_t>(*f).subspan(iba::link::kHeader))) {
         ++p.ctr.fault_dropped;
         v.lost.set(port);
         return;

@@ -48,7 +48,13 @@ TEST_CASE("control: commands and replies", "[control]") {
     CHECK(is_error(c.execute("delay 3 -5")));
     CHECK(is_error(c.execute("delay 0 5")));
     CHECK(is_error(c.execute("corrupt 2")));
+    CHECK(c.execute("drop 3 2 requests") == "ok\n");
+    CHECK(f.sw().faults().config(3).drop_scope == DropScope::Requests);
+    CHECK(c.execute("ports").find("drop=2%(requests) corrupt=3%") != std::string::npos);
+    CHECK(is_error(c.execute("drop 3 2 acks")));
+    CHECK(is_error(c.execute("corrupt 3 2 requests")));
     CHECK(c.execute("drop all 0") == "ok\n");
+    CHECK(f.sw().faults().config(3).drop_scope == DropScope::All);
     CHECK(c.execute("corrupt all 0") == "ok\n");
 
     const std::string st = c.execute("sm status");

@@ -73,6 +73,43 @@ TEST_CASE("faults: drop on the egress link", "[faults]") {
     CHECK(p.f.sw().port(2).ctr.xmit_packets - xmit == 400);  // they left the switch
 }
 
+TEST_CASE("faults: a requests-only drop spares ACKs, NAKs and responses", "[faults]") {
+    Pair p;
+    REQUIRE(p.f.sw().faults().set_drop(1, 100, DropScope::Requests));
+    auto rc_packet = [&](uint8_t opcode, bool grh) {
+        iba::PacketSpec s;
+        s.dlid = 3;
+        s.slid = p.f.ca(1).lid();
+        s.grh = grh;
+        s.sgid = p.f.ca(1).gid();
+        s.opcode = opcode;
+        s.dqpn = 0x99;
+        // AETH, plus AtomicAckETH for an atomic acknowledge; a SEND carries 64 bytes.
+        const uint8_t op = opcode & 0x1f;
+        const std::vector<uint8_t> ext(op == iba::kAtomicAck ? 12 : op == iba::kAck ? 4 : 0);
+        const std::vector<uint8_t> payload(op == iba::kSendOnly ? 64 : 0);
+        return iba::build(s, ext, payload);
+    };
+    const size_t before = p.f.ca(2).received().size();
+    uint64_t id = 7000;
+    for (bool grh : {false, true}) {
+        for (uint8_t op : {iba::kAck, iba::kAtomicAck}) {
+            p.f.ca(1).send_raw(rc_packet(iba::kRc | op, grh), id++);
+            p.f.ca(1).send_raw(rc_packet(iba::kXrc | op, grh), id++);
+        }
+        p.f.ca(1).send_raw(rc_packet(iba::kRc | iba::kSendOnly, grh), id++);  // a request: lost
+        p.f.ca(1).send_raw(rc_packet(iba::kUd | iba::kSendOnly, grh), id++);  // lost
+    }
+    p.f.ca(1).send_raw(p.f.ca(1).ud_packet(3, 0x99, 1, 64), id++);  // lost
+    p.f.run(1000);
+    CHECK(p.f.ca(2).received().size() - before == 8);
+    CHECK(p.f.sw().port(1).ctr.fault_dropped == 5);
+    CHECK(is_response(rc_packet(iba::kRc | iba::kAck, true)));
+    CHECK_FALSE(is_response(rc_packet(iba::kUc | iba::kSendOnly, false)));
+    CHECK_FALSE(is_response(std::vector<uint8_t>(9, 0)));  // too short for a BTH
+    CHECK_FALSE(is_response({}));
+}
+
 TEST_CASE("faults: corruption is caught by the CRC checks", "[faults]") {
     Pair p;
     SECTION("on the ingress link: the switch drops it") {
