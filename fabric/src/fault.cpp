@@ -12,8 +12,6 @@ namespace {
 bool valid_pct(double pct) { return std::isfinite(pct) && pct >= 0 && pct <= 100; }
 }  // namespace
 
-const char *drop_scope_name(DropScope s) { return s == DropScope::Requests ? "requests" : "all"; }
-
 bool parse_drop_scope(const std::string &s, DropScope &out) {
     if (s == "all" || s == "requests") {
         out = s == "all" ? DropScope::All : DropScope::Requests;

@@ -20,7 +20,6 @@ namespace fabric {
 
 // Which packets drop_pct applies to.
 enum class DropScope : uint8_t { All, Requests };
-const char *drop_scope_name(DropScope s);
 bool parse_drop_scope(const std::string &s, DropScope &out);
 
 // True for RC/XRC responder-generated packets (ACK/NAK, read response,
