@@ -291,16 +291,23 @@ TEST_CASE("WQEs wrap the send ring; bogus doorbells do no harm", "[dp][sq]") {
     CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
 }
 
-// A NOP WQE posted at a.sq_pi (doorbell record updated) and copied whole
-// through BlueFlame half `half` (0 or 256) as 8 x 8-byte writes, the way
-// mlx5_ib/libmlx5 copy it; `ce` goes into the copy only.
-static void bf_nop(Setup &s, QpHandle &a, uint32_t half, uint8_t ce = 0) {
-    uint8_t w[64] = {};
+// An unsignalled NOP WQE written at a.sq_pi in the SQ buffer, the doorbell
+// record updated; its 64 bytes in w.
+static void nop_in_sq(Setup &s, QpHandle &a, uint8_t (&w)[64]) {
+    std::memset(w, 0, sizeof w);
     hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
     hca::store_be32(w + 4, a.qpn << 8 | 1);
     s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
     ++a.sq_pi;
     s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+}
+
+// A NOP WQE posted like nop_in_sq() and copied whole through BlueFlame half
+// `half` (0 or 256) as 8 x 8-byte writes, the way mlx5_ib/libmlx5 copy it;
+// `ce` goes into the copy only.
+static void bf_nop(Setup &s, QpHandle &a, uint32_t half, uint8_t ce = 0) {
+    uint8_t w[64];
+    nop_in_sq(s, a, w);
     w[11] = ce;
     const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
     for (int k = 0; k < 8; ++k) {
@@ -335,12 +342,8 @@ TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's wri
     // The same WQEs rung with an 8-byte doorbell only: executed from memory
     // (unsignalled), so no completion.
     for (int i = 0; i < 3; ++i) {
-        uint8_t w[64] = {};
-        hca::store_be32(w, uint32_t(a.sq_pi) << 8 | hca::kWqeNop);
-        hca::store_be32(w + 4, a.qpn << 8 | 1);
-        s.b.host.write(a.sq_addr(a.sq_pi), w, 64);
-        ++a.sq_pi;
-        s.b.host.write_be32(a.dbr + 4, a.sq_pi);
+        uint8_t w[64];
+        nop_in_sq(s, a, w);
         s.d.bar_write(base + half, w, 8);
         half ^= 256;
     }

@@ -21,7 +21,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from hcasim import inspect_hca, pcapng
+from hcasim import inspect_hca, pcapng, trace_wqe
 from hcasim import trace_parse as tp
 from hcasim.common import RUNS, die
 
@@ -448,7 +448,6 @@ def split_args(a, what="SEQ"):
 
 
 def cmd_decode(a):
-    from hcasim import trace_wqe
     a.seq = split_args(a)
     if a.seq is not None and ":" in a.seq:
         a.node = None  # NODE:SEQ names the node
@@ -460,15 +459,10 @@ def cmd_decode(a):
         if len(srcs) > 1:
             die("give --node with --qpn/--index")
         q, i = parse_int(a.qpn), parse_int(a.index)
-        skip = a.nth - 1
-        for w in trace_wqe.wqes(srcs[0]):
-            if w.qpn == q and w.index == i:
-                if skip == 0:
-                    src, seq = srcs[0], w.fetch.seq
-                    break
-                skip -= 1
-        else:
-            die(f"no WQE 0x{i:x} of qpn=0x{q:x} in {srcs[0].name}'s trace")
+        found = trace_wqe.nth_wqe(srcs, q, i, a.nth)
+        if found is None:
+            die(f"no WQE 0x{i:x} of qpn=0x{q:x} (--nth {a.nth}) in {srcs[0].name}'s trace")
+        src, seq = found
     else:
         src, seq = node_and_seq(a.seq, srcs)
     w = trace_wqe.collect(src, seq)
@@ -585,12 +579,7 @@ def register(sub):
     s.set_defaults(func=cmd_list)
 
     s = ts.add_parser("decode", help="one WQE segment by segment, like a disassembler")
-    s.add_argument("args", nargs="*", metavar="[RUN|TRACE] [SEQ]",
-                   help="run directory or trace files, and the seq of the WQE's `wqe fetch` line (or NODE:SEQ)")
-    s.add_argument("--node", help="the node of SEQ (0, 1, ...)")
-    s.add_argument("--qpn", help="with --index: the WQE at this SQ index of this QP")
-    s.add_argument("--index", help="SQ index (wqe_index) of the WQE")
-    s.add_argument("--nth", type=int, default=1, help="with --qpn/--index: the Nth such WQE (the index wraps)")
+    trace_wqe.add_selector_args(s, "the seq of the WQE's `wqe fetch` line", "the node of SEQ (0, 1, ...)")
     s.add_argument("--no-bytes", action="store_true", help="no raw bytes column")
     s.set_defaults(func=cmd_decode)
 

@@ -481,15 +481,11 @@ def select(a, srcs, run_dir):
         return s, seq, ""
     if a.qpn is None or a.index is None:
         die("follow SEQ (with --node), --qpn Q --index I (with --node), --pkt ID, or --first-ping [N]")
-    cand = srcs
     q, i = parse_int(a.qpn), parse_int(a.index)
-    for s in cand:
-        k = a.nth
-        for w in trace_wqe.wqes(s, keep=lambda w: w.qpn == q and w.index == i):
-            k -= 1
-            if k == 0:
-                return s, w.fetch.seq, ""
-    die(f"no WQE 0x{i:x} of qpn=0x{q:x} (--nth {a.nth}) in {', '.join(s.name for s in cand)}")
+    found = trace_wqe.nth_wqe(srcs, q, i, a.nth)
+    if found is None:
+        die(f"no WQE 0x{i:x} of qpn=0x{q:x} (--nth {a.nth}) in {', '.join(s.name for s in srcs)}")
+    return found[0], found[1], ""
 
 
 def cmd_follow(a):
@@ -525,12 +521,7 @@ def cmd_follow(a):
 
 def register(ts, add_paths):
     s = ts.add_parser("follow", help="one work request through both nodes, step by step with latencies")
-    s.add_argument("args", nargs="*", metavar="[RUN|TRACE] [SEQ]",
-                   help="run directory or trace files, and the seq of the WQE's fetch line (or NODE:SEQ)")
-    s.add_argument("--node", help="the requester's node (0, 1, ...)")
-    s.add_argument("--qpn", help="with --index: the WQE at this SQ index of this QP")
-    s.add_argument("--index", help="SQ index (wqe_index) of the WQE")
-    s.add_argument("--nth", type=int, default=1, help="with --qpn/--index: the Nth such WQE (the index wraps)")
+    trace_wqe.add_selector_args(s, "the seq of the WQE's fetch line", "the requester's node (0, 1, ...)")
     s.add_argument("--pkt", help="the WQE that sent this packet id (id=0x... of a pkt send line)")
     s.add_argument("--first-ping", nargs="?", type=int, const=1, metavar="N",
                    help="the WQE that sent the (Nth) ICMP echo request: ping over IPoIB")

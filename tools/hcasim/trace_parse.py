@@ -419,8 +419,8 @@ def find_seq(source, seq):
     files = source.files
     start_file = 0
     for i, f in enumerate(files):
-        first = _first_seq_of(f)
-        if first is not None and first <= seq:
+        first = _first_event_of(f)
+        if first is not None and first.seq <= seq:
             start_file = i
     f = files[start_file]
     offset = _bisect_offset(f, seq)
@@ -467,13 +467,6 @@ def _first_event_of(path):
     return None
 
 
-def _first_seq_of(path):
-    with open(path, "rb") as fh:
-        for raw in fh:
-            e = parse_line(raw.decode("utf-8", "replace"))
-            if e is not None:
-                return e.seq
-    return None
 
 
 def _event_at(fh, offset):

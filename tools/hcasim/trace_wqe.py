@@ -214,6 +214,30 @@ def wqes(source, keep=None):
             yield w
 
 
+def nth_wqe(sources, qpn, index, nth=1):
+    """(source, fetch seq) of the nth WQE at SQ index `index` of QP `qpn`
+    (the index wraps, so it recurs), searching sources in order; None if
+    there is none."""
+    for s in sources:
+        k = nth
+        for w in wqes(s, keep=lambda w: w.qpn == qpn and w.index == index):
+            k -= 1
+            if k == 0:
+                return s, w.fetch.seq
+    return None
+
+
+def add_selector_args(p, seq_help, node_help):
+    """The arguments that name one WQE, shared by `trace decode` and
+    `trace follow`: [RUN|TRACE] [SEQ], --node, --qpn/--index/--nth."""
+    p.add_argument("args", nargs="*", metavar="[RUN|TRACE] [SEQ]",
+                   help=f"run directory or trace files, and {seq_help} (or NODE:SEQ)")
+    p.add_argument("--node", help=node_help)
+    p.add_argument("--qpn", help="with --index: the WQE at this SQ index of this QP")
+    p.add_argument("--index", help="SQ index (wqe_index) of the WQE")
+    p.add_argument("--nth", type=int, default=1, help="with --qpn/--index: the Nth such WQE (the index wraps)")
+
+
 def collect(source, seq, lookback=400, lookahead=3000):
     """The Wqe whose `wqe fetch` line is seq (or, when seq is a segment,
     doorbell, doorbell-record or BlueFlame line of a WQE, the fetch it
