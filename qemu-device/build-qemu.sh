@@ -79,6 +79,13 @@ top=$cache/qemu/$key
 src=$top/src
 bld=$top/build
 
+# One build at a time in the shared tree: several clones or worktrees may
+# relink at once, each with its own model library, and each must get the
+# emulator built from its own sources (hence a copy below, not a link).
+mkdir -p "$cache/qemu"
+exec 9> "$top.lock"
+flock 9
+
 if [ ! -f "$src/.hcasim-unpacked" ]; then
     step "fetching Debian's QEMU source $version (apt-get source)"
     rm -rf "$top"
@@ -125,6 +132,8 @@ else
     fi
 fi
 
-ln -sfn "$bld/qemu-system-x86_64" "$out/qemu-system-x86_64"
+rm -f "$out/qemu-system-x86_64"
+cp "$bld/qemu-system-x86_64" "$out/qemu-system-x86_64.tmp"
+mv "$out/qemu-system-x86_64.tmp" "$out/qemu-system-x86_64"
 echo "$version" > "$out/qemu-version"
 step "ready: $out/qemu-system-x86_64 (Debian qemu $version)"

@@ -11,6 +11,12 @@ BUILD = ROOT / "build"
 SAN_BUILD = BUILD / "san"
 CACHE = Path(os.environ.get("HCASIM_CACHE",
                             Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hcasim"))
+# The compiler cache (CMakeLists.txt uses ccache when it is installed) lives
+# with the other caches; paths under the clone are hashed relative to it, so
+# another clone or worktree of the same sources hits.
+os.environ.setdefault("CCACHE_DIR", str(CACHE / "ccache"))
+os.environ.setdefault("CCACHE_BASEDIR", str(ROOT))
+os.environ.setdefault("CCACHE_MAXSIZE", "4G")
 RUNS = Path(os.environ.get("HCASIM_RUNS", BUILD / "runs"))
 
 _t0 = time.monotonic()

@@ -9,7 +9,7 @@ from hcasim.common import capture, die, run, say
 PACKAGES = [
     # toolchain
     "build-essential", "cmake", "ninja-build", "pkg-config", "meson", "python3",
-    "clang", "libclang-rt-14-dev",
+    "clang", "libclang-rt-14-dev", "ccache",
     # libraries of hcasim
     "catch2", "libboost-dev", "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "zlib1g-dev",
     # Debian's QEMU 7.2 source build (x86_64-softmmu, virtfs) and its firmware
