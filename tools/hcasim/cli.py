@@ -107,6 +107,8 @@ def main(argv=None):
     s = sub.add_parser("test", help="build and run every test level; prints 'N passed, N failed'")
     s.add_argument("--no-guest", action="store_true", help="skip the guest tests")
     s.add_argument("--only", nargs="*", help="guest tests whose file name contains one of these")
+    s.add_argument("--guest-only", action="store_true",
+                   help="only the guest tests (no CTest levels, no sanitizer tree): for iterating on one guest test")
     s.set_defaults(func=testing.main)
 
     s = sub.add_parser("suite", help="driver regression suites in VMs; summary table, JUnit XML, "
