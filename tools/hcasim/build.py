@@ -106,6 +106,24 @@ def kverbs():
     say(f"kverbs.ko: {ko}")
 
 
+GUEST_TOOLS_SRC = ROOT / "testbench" / "guest" / "tools"
+GUEST_TOOLS_OUT = BUILD / "guest-tools"  # what the guests get: /hcasim/tools/NAME
+
+
+def guest_tools():
+    """testbench/guest/tools/*.c: user-space programs of the guest tests,
+    built on the host against Debian's rdma-core (the guest image has no
+    compiler; host and guest share the ABI of libibverbs.so.1 and
+    libmlx5.so.1). Rebuilt only when a source is newer than its program."""
+    GUEST_TOOLS_OUT.mkdir(parents=True, exist_ok=True)
+    for src in sorted(GUEST_TOOLS_SRC.glob("*.c")):
+        out = GUEST_TOOLS_OUT / src.stem
+        if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
+            continue
+        say(f"building guest tool {src.stem}")
+        run(["cc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o", out, src, "-libverbs", "-lmlx5"], quiet=True)
+
+
 def everything(sanitizers=False):
     """Dependencies, the main tree, QEMU and the guest image (each step is a
     no-op when its inputs did not change)."""
@@ -117,6 +135,7 @@ def everything(sanitizers=False):
     say("building the guest image")
     image()
     kverbs()
+    guest_tools()
     if sanitizers:
         say("building the ASan/UBSan + libFuzzer tree")
         san_tree()

@@ -37,6 +37,8 @@ SUITES = {
     "rdmacm": ("RDMA-CM over IPoIB: rping, ucmatose, udaddy, mckey", ["11-rdmacm"]),
     "reload": ("driver reload and port recovery stress", ["02-core-probe", "04-ib-opensm", "07-ipoib"]),
     "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
+    "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
+                "guests; PCI reset and re-probe", ["16-hostile"]),
 }
 
 

@@ -46,10 +46,11 @@ def guest_header(script):
     """The "# hcasim-test: k=v ..." line: nodes, timeout, reboot=1, sm=0
     (no built-in SM: opensm in a guest), fabric=0, fabric-arg=OPT (repeatable,
     e.g. fabric-arg=--drop=1), include=FILE (a file of testbench/guest/
-    prepended after lib.sh), env=K=V (exported before the script)."""
+    prepended after lib.sh), env=K=V (exported before the script),
+    append=ARG (repeatable: added to the guest kernel's command line)."""
     opts = {"nodes": "1", "timeout": "300", "reboot": "0", "sm": "1", "fabric": "1"}
     fabric_args, includes = [], []
-    env = []
+    env, append = [], []
     for line in script.read_text().splitlines()[:10]:
         m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
         if m:
@@ -61,10 +62,13 @@ def guest_header(script):
                     includes.append(v)
                 elif k == "env":
                     env.append(v)
+                elif k == "append":
+                    append.append(v)
                 else:
                     opts[k] = v
     vmo = vm.VmOptions(nodes=int(opts["nodes"]), timeout=float(opts["timeout"]), allow_reboot=opts["reboot"] == "1",
-                       builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args)
+                       builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args,
+                       extra_append=" ".join(append))
     return vmo, includes, env
 
 

@@ -266,6 +266,10 @@ def run_script(script, opts, name="run", quiet=False):
     kverbs = ROOT / "build" / "kverbs"
     if kverbs.is_dir():
         shutil.copytree(kverbs, run_dir / "kverbs", ignore=shutil.ignore_patterns("*.o", ".*", "*.mod*", "*.cmd"))
+    # Guest test programs of ours (testbench/guest/tools), when built: /hcasim/tools.
+    tools = ROOT / "build" / "guest-tools"
+    if tools.is_dir():
+        shutil.copytree(tools, run_dir / "tools")
     art = artifacts()
     shutil.copy(art["manifest"], run_dir / "image-manifest.txt")
     cluster = Cluster(run_dir, opts)
