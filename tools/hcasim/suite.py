@@ -13,14 +13,13 @@ final "N passed, N failed" line. testbench/guest/baseline.txt records how
 many checks of each test pass; fewer fails the suite even if nothing said
 "not ok" (a test that silently stopped checking things).
 """
-import re
 import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hcasim import build, driver, testing
+from hcasim import build, clues, driver, testing
 from hcasim.common import BUILD, ROOT, die, say
 
 GUEST = ROOT / "testbench" / "guest"
@@ -95,57 +94,6 @@ def junit(path, suites, results):
     ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
 
 
-BAD_DMESG = re.compile(r"mlx5.*(error|fail|timeout|WARN)|WARNING:|Call Trace|BUG:|Oops|ib.*(error|fail|timed out)")
-
-
-GUEST_COMPLAINT = re.compile(r"unknown wr_id|invalid data|[Ff]ailed status|mismatch|[Cc]ouldn't|error|"
-                             r"[Ff]ailed to|Unexpected|Traceback")
-
-
-def clues(run_dir, limit=4):
-    """What a failing run's artifacts say: what the failing programs printed,
-    kernel warnings, and the device's own complaints (guest errors, test
-    faults), the first few of each per node."""
-    out = []
-    for nd in sorted(run_dir.glob("node*")):
-        log = nd / "output.log"
-        if log.exists():
-            lines = log.read_text(errors="replace").splitlines()
-            # The first failing checks with the diagnostic line just above
-            # each (what the program said), then other complaints.
-            first = []
-            failing = [i for i, l in enumerate(lines) if re.match(r"(# )?not ok ", l)]
-            # Prefer failures that carry a diagnostic (KTAP relayed as "# ..."
-            # lines, or a tool's output just above the check).
-            failing.sort(key=lambda i: not (i and lines[i - 1].startswith("#")
-                                            and not re.match(r"# (not )?ok ", lines[i - 1])))
-            for i in sorted(failing[:2]):
-                for j in (i - 2, i - 1):
-                    if j >= 0 and lines[j].startswith("#") and not re.search(r"(^|# )(not )?ok ", lines[j]):
-                        first.append(lines[j].strip())
-                first.append(lines[i].strip())
-            hits = [l.strip() for l in lines
-                    if GUEST_COMPLAINT.search(l) and not l.startswith(("ok ", "not ok ")) and l.strip() not in first]
-            out += [f"{nd.name} output: {l[:160]}" for l in first + hits[:limit]]
-        dmesg = nd / "dmesg.txt"
-        if dmesg.exists():
-            hits = [l.strip() for l in dmesg.read_text(errors="replace").splitlines()
-                    if BAD_DMESG.search(l) and "calibrate_delay" not in l]
-            out += [f"{nd.name} dmesg: {l[:160]}" for l in hits[:limit]]
-        n = 0
-        for trace in (nd / "hca.trace.1", nd / "hca.trace"):
-            if not trace.exists() or n >= limit:
-                continue
-            with trace.open(errors="replace") as f:
-                for line in f:
-                    if " guest_err " in line:
-                        out.append(f"{nd.name} device: {line.strip()[:160]}")
-                        n += 1
-                        if n >= limit:
-                            break
-    return out
-
-
 def main(a):
     if a.list:
         for name, (what, tests) in SUITES.items():
@@ -195,7 +143,7 @@ def main(a):
         dirs = sorted({o.detail for _, o in failed if o.detail})
         for d in dirs:
             print(f"  artifacts: {d} (nodeN/dmesg.txt, console.log, hca.trace, fabric.pcapng)")
-            for line in clues(Path(d)):
+            for line in clues.clues(Path(d)):
                 print(f"    {line}")
         if a.test_fault:
             print(f"  note: the device ran with the deliberate test fault '{a.test_fault}' "

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from hcasim import build, vm
+from hcasim import build, clues, vm
 from hcasim.common import BUILD, ROOT, SAN_BUILD, capture, run, say
 
 GUEST_DIR = ROOT / "testbench" / "guest"
@@ -155,12 +155,11 @@ def fault_self_test():
     """Testing the tests: with the device's test-only fault (requester CQEs
     carry a receive opcode) the probe test must fail, and the runner's clues
     must name the fault. Passes when both hold."""
-    from hcasim import suite
     say(f"runner self-test: {FAULT_PROBE} with --test-fault cqe-opcode must fail and say why")
     got = guest_test(GUEST_DIR / f"{FAULT_PROBE}.sh", test_fault="cqe-opcode")
     failed = [o for o in got if not o.passed]
     run_dir = next((o.detail for o in failed if o.detail), "")
-    hints = suite.clues(Path(run_dir)) if run_dir else []
+    hints = clues.clues(Path(run_dir)) if run_dir else []
     for h in hints:
         say(f"  clue: {h}")
     return [Outcome("fault-self-test", f"{FAULT_PROBE} fails with the CQE opcode fault ({len(failed)} checks failed)",

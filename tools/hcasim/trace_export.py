@@ -21,6 +21,8 @@ from collections import Counter
 from hcasim import trace_follow
 from hcasim import trace_parse as tp
 from hcasim.common import die, say
+from hcasim.trace_select import filters_of, merged, run_dir_of, sources_of
+from hcasim.trace_summary import Summary
 
 TID_EQ = 0x1000000
 TID_CMD = 0x2000000
@@ -170,7 +172,6 @@ class Collector:
 
 def events_for(a, srcs):
     """Merged events within the export's filters."""
-    from hcasim.trace_cli import filters_of, merged
     keep_line, keep_event, since, until = filters_of(a)
     for e in merged(srcs, since=since):
         if until is not None and e.t > until:
@@ -522,7 +523,6 @@ def write_html(path, srcs, evs, offsets, max_items, summary, run_dir):
 
 
 def cmd_export(a):
-    from hcasim.trace_cli import Summary, run_dir_of, sources_of
     if not a.perfetto and not a.html:
         die("export needs --perfetto FILE and/or --html FILE")
     srcs = sources_of(a)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from hcasim import pcapng, trace_wqe
 from hcasim import trace_parse as tp
 from hcasim.common import die
+from hcasim.trace_select import node_and_seq, parse_int, run_dir_of, sources_of, split_args
 
 RESPONSES = tp.RESPONSE_OPCODES | {"ATOMIC_ACKNOWLEDGE"}
 WIRE_AUTO_BYTES = 64 << 20  # read the capture unasked when it is smaller than this
@@ -456,7 +457,6 @@ def _seg_summary(s):
 
 def select(a, srcs, run_dir):
     """(source, fetch seq, how) of the WQE the options name."""
-    from hcasim.trace_cli import parse_int
     if a.first_ping is not None:
         s, pkt, how = find_ping(srcs, a.first_ping, run_dir)
         if pkt is None:
@@ -476,7 +476,6 @@ def select(a, srcs, run_dir):
                 return s, f.seq, f"the WQE that sent packet 0x{pid:x}"
         die(f"no `pkt send id=0x{pid:x}` in the traces")
     if a.target:
-        from hcasim.trace_cli import node_and_seq
         s, seq = node_and_seq(a.target, srcs)
         return s, seq, ""
     if a.qpn is None or a.index is None:
@@ -489,7 +488,6 @@ def select(a, srcs, run_dir):
 
 
 def cmd_follow(a):
-    from hcasim.trace_cli import run_dir_of, sources_of, split_args
     a.target = split_args(a, "work request")
     node = a.node
     a.node = None

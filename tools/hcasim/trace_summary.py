@@ -1,0 +1,233 @@
+"""`./hcasim trace summary`: counts per category, event, WQE and packet
+opcode, QP, CQ and EQ, and the errors and anomalies of a trace (also the
+front page of the HTML report, trace_export)."""
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from hcasim import trace_parse as tp
+
+
+ERROR_CQES = ("REQ_ERR", "RESP_ERR")
+
+
+def table(rows, headers, right=()):
+    """Aligned text table."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    out = []
+    fmt = lambda r: "  ".join((c.rjust(widths[i]) if i in right else c.ljust(widths[i]))
+                              for i, c in enumerate(r)).rstrip()
+    out.append(fmt(headers))
+    out.append(fmt(["-" * w for w in widths]))
+    out += [fmt(r) for r in rows]
+    return out
+
+
+_NUM_RE = re.compile(r"0x[0-9a-fA-F]+|\b\d+\b")
+
+
+def shape(text):
+    """A message with its numbers replaced by #, to group similar ones."""
+    return _NUM_RE.sub("#", text)
+
+
+class Summary:
+    """Counters over a stream of events (any number of nodes)."""
+
+    def __init__(self, examples=3):
+        self.events = Counter()           # (node, "cat ev")
+        self.cats = Counter()             # (node, cat)
+        self.wqe_ops = Counter()          # (node, opcode)
+        self.cqe_kinds = Counter()        # (node, kind)
+        self.pkt = Counter()              # (node, "send"/"recv", opcode)
+        self.qps = {}                     # (node, qpn) -> dict
+        self.cqs = defaultdict(Counter)   # (node, cqn) -> counts
+        self.eqs = defaultdict(Counter)   # (node, eqn) -> counts
+        self.errors = Counter()           # (kind, shape)
+        self.anomalies = Counter()
+        self.first = {}                   # (kind, shape) -> first Event
+        self.examples = examples
+        self.nodes = []
+
+    def qp(self, node, qpn):
+        q = self.qps.get((node, qpn))
+        if q is None:
+            q = self.qps[(node, qpn)] = {"type": "", "state": "", "wqes": Counter(), "tx": 0, "rx": 0,
+                                          "req": 0, "resp": 0, "err": 0, "first": None, "last": None,
+                                          "retx": 0}
+        return q
+
+    def _touch(self, q, e):
+        if q["first"] is None:
+            q["first"] = e.t
+        q["last"] = e.t
+
+    def error(self, kind, text, e, anomaly=False):
+        key = (kind, shape(text))
+        (self.anomalies if anomaly else self.errors)[key] += 1
+        self.first.setdefault(key, e)
+
+    def add(self, e):
+        n = e.node
+        c, ev = e.cat, e.ev
+        self.cats[(n, c)] += 1
+        self.events[(n, f"{c} {ev}" if not e.seg else f"{c}   {ev}")] += 1
+        if c == "wqe":
+            if ev == "fetch":
+                op = e.wqe_opcode()
+                self.wqe_ops[(n, op)] += 1
+                q = self.qp(n, e.int("qpn"))
+                q["wqes"][op] += 1
+                self._touch(q, e)
+        elif c == "pkt":
+            if ev in ("send", "recv"):
+                op = e.pkt_opcode()
+                self.pkt[(n, ev, op)] += 1
+                qpn = e.int("qpn") if ev == "send" else e.int("dqpn")
+                if qpn is not None and qpn != 0xffffff:
+                    q = self.qp(n, qpn)
+                    q["tx" if ev == "send" else "rx"] += 1
+                    self._touch(q, e)
+            elif ev in ("drop", "ignore"):
+                self.error(f"packet {ev}", e.reason or e.body, e, anomaly=True)
+            elif ev == "duplicate":
+                self.error("packet duplicate", "duplicate request (retransmitted by the peer)", e, anomaly=True)
+            elif ev == "nak_out" or ev == "rnr_nak_out":
+                self.error("packet " + ev, ev, e, anomaly=True)
+        elif c == "cqe":
+            if ev == "cqe":
+                kind = e.cqe_kind()
+                self.cqe_kinds[(n, kind)] += 1
+                q = self.qp(n, e.int("qpn"))
+                self._touch(q, e)
+                if kind in ERROR_CQES:
+                    q["err"] += 1
+                    synd = e.get("syndrome", "?")
+                    # Flushed WQEs of a QP moved to ERR (teardown, a QP
+                    # error) are how the driver gets them back: not a
+                    # fault by themselves.
+                    self.error(f"{kind} CQE", f"syndrome={synd}", e, anomaly=synd.startswith("WR flushed"))
+                elif kind and kind.startswith("REQ"):
+                    q["req"] += 1
+                else:
+                    q["resp"] += 1
+                self.cqs[(n, e.int("cqn"))]["cqes"] += 1
+            elif ev == "arm":
+                self.cqs[(n, e.int("cqn"))]["arms"] += 1
+        elif c == "eq":
+            if ev == "eqe":
+                self.eqs[(n, e.int("eqn"))]["eqes"] += 1
+                cqn = e.eqe_cqn()
+                if cqn is not None and e.int("type") == 0:
+                    self.cqs[(n, cqn)]["eqes"] += 1
+            elif ev == "doorbell":
+                self.eqs[(n, e.int("eqn"))]["doorbells"] += 1
+        elif c == "irq" and ev == "msix":
+            self.eqs[(n, e.int("eqn"))]["irqs"] += 1
+        elif c == "guest_err":
+            self.error("guest error", f"{e.ev} {e.body}", e)
+        elif c == "cmd" and ev == "done":
+            st = e.get("status", "")
+            if st and not st.startswith("OK"):
+                self.error("command failed", f"{e.get('opcode')} status={st}", e)
+        elif c == "qp":
+            if ev == "error":
+                q = self.qp(n, e.int("qpn"))
+                q["state"] = "ERR"
+                self.error("QP error", e.reason or e.body, e)
+            elif ev == "transition":
+                q = self.qp(n, e.int("qpn"))
+                q["type"] = e.get("type") or q["type"]
+                if "->" in e.words:
+                    q["state"] = e.words[e.words.index("->") + 1]
+            elif ev in ("retransmit", "ack_timeout", "nak", "rnr_nak"):
+                if ev == "retransmit":
+                    self.qp(n, e.int("qpn"))["retx"] += 1
+                self.error(f"QP {ev}", ev, e, anomaly=True)
+        elif c == "mkey" and ev == "fail":
+            self.error("memory key", e.reason or e.body, e)
+        elif c == "obj":
+            if ev == "create_qp":
+                q = self.qp(n, e.int("qpn"))
+                q["type"] = e.get("type")
+                q["state"] = "RST"
+            elif ev == "destroy_qp":
+                self.qp(n, e.int("qpn"))["state"] = "destroyed"
+            elif ev == "create_cq":
+                self.cqs[(n, e.int("cqn"))]["eqn"] = e.int("eqn") or 0
+
+    def render(self, srcs):
+        L = []
+        nodes = [s.name for s in srcs]
+        multi = len(nodes) > 1
+        for s in srcs:
+            st = s.stats
+            span = (f"device time {tp.fmt_us(st.first_t)} .. {tp.fmt_us(st.last_t)} us"
+                    if st.first_t is not None else "no events")
+            L.append(f"{s.name}: {', '.join(Path(f).name for f in st.files)} ({s.size() / 1e6:.1f} MB), "
+                     f"{st.events} events, seq {st.first_seq}..{st.last_seq}, {span}")
+            for note in st.notes():
+                L.append(f"  note: {note}")
+        L.append("")
+
+        def per_node(counter, keys, title, key_header):
+            rows = []
+            for k in keys:
+                vals = [counter.get((n,) + (k if isinstance(k, tuple) else (k,)), 0) for n in nodes]
+                rows.append([" ".join(k) if isinstance(k, tuple) else k] + vals + ([sum(vals)] if multi else []))
+            if not rows:
+                return
+            L.append(title)
+            hdr = [key_header] + nodes + (["total"] if multi else [])
+            L.extend("  " + x for x in table(rows, hdr, right=set(range(1, len(hdr)))))
+            L.append("")
+
+        cats = sorted({c for (_, c) in self.cats}, key=lambda c: (tp.CATEGORIES.index(c)
+                                                                  if c in tp.CATEGORIES else 99, c))
+        per_node(self.cats, cats, "events per category", "category")
+        per_node(self.wqe_ops, sorted({o for (_, o) in self.wqe_ops}, key=str), "WQEs fetched per opcode", "opcode")
+        per_node(self.cqe_kinds, sorted({k for (_, k) in self.cqe_kinds}, key=str), "CQEs per kind", "kind")
+        pk = sorted({(d, o) for (_, d, o) in self.pkt}, key=lambda x: (x[0], str(x[1])))
+        per_node(self.pkt, pk, "packets per opcode (send: leaving this port, recv: arriving)", "direction opcode")
+
+        rows = []
+        for (n, qpn), q in sorted(self.qps.items(), key=lambda x: (x[0][0], x[0][1] or 0)):
+            if qpn is None:
+                continue
+            wq = ", ".join(f"{op} {k}" for op, k in q["wqes"].most_common(4))
+            special = {0: "QP0 (SMI)", 1: "QP1 (GSI)"}.get(qpn, "?")
+            rows.append([n, f"0x{qpn:x}", q["type"] or special, q["state"] or "-", sum(q["wqes"].values()), q["tx"],
+                         q["rx"], q["req"], q["resp"], q["err"], q["retx"], wq])
+        if rows:
+            L.append("QPs (WQEs fetched, packets sent/received, CQEs requester/responder/error)")
+            L.extend("  " + x for x in table(rows, ["node", "qpn", "type", "state", "WQEs", "pkt tx", "pkt rx",
+                                                     "req CQEs", "resp CQEs", "err CQEs", "retransmits",
+                                                     "opcodes"], right={4, 5, 6, 7, 8, 9, 10}))
+            L.append("")
+        rows = [[n, f"0x{cqn:x}", c.get("eqn", "-"), c["cqes"], c["arms"], c["eqes"]]
+                for (n, cqn), c in sorted(self.cqs.items(), key=lambda x: (x[0][0], x[0][1] or 0)) if cqn is not None]
+        if rows:
+            L.append("CQs")
+            L.extend("  " + x for x in table(rows, ["node", "cqn", "eqn", "CQEs", "arms", "EQEs"],
+                                             right={2, 3, 4, 5}))
+            L.append("")
+        rows = [[n, eqn, c["eqes"], c["irqs"], c["doorbells"]]
+                for (n, eqn), c in sorted(self.eqs.items(), key=lambda x: (x[0][0], x[0][1] or 0)) if eqn is not None]
+        if rows:
+            L.append("EQs")
+            L.extend("  " + x for x in table(rows, ["node", "eqn", "EQEs", "interrupts", "doorbells"],
+                                             right={1, 2, 3, 4}))
+            L.append("")
+        for title, counter in (("errors", self.errors), ("anomalies (drops, retransmissions: recovered)",
+                                                        self.anomalies)):
+            total = sum(counter.values())
+            L.append(f"{title}: {total}")
+            for (kind, sh), k in counter.most_common(25):
+                e = self.first[(kind, sh)]
+                L.append(f"  {k:6}  {kind}: {sh}")
+                L.append(f"          first: {e.node} seq {e.seq} at {tp.fmt_us(e.t)} us")
+            if len(counter) > 25:
+                L.append(f"  ... {len(counter) - 25} more kinds")
+            L.append("")
+        return L
