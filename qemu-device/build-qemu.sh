@@ -125,7 +125,7 @@ if [ -t 1 ]; then
 else
     # No terminal: print progress every 100 steps instead of ninja's status line.
     if ! ninja -C "$bld" -j "$jobs" qemu-system-x86_64 | awk '
-        /^\[[0-9]+\/[0-9]+\]/ { n++; if (n % 100 == 1) print "[qemu] " $1; next }
+        /^\[[0-9]+\/[0-9]+\]/ { n++; if (n % 100 == 1) { print "[qemu] " $1; fflush() }; next }
         /^ninja: no work to do/ { next }
         { print }'; then
         die "QEMU build failed"
