@@ -8,7 +8,13 @@ namespace hca {
 void InitSeg::reset() {
     cmdq_h_ = 0;
     cmdq_l_ = 0;
-    nic_interface_ = kNicFullDriver;
+    // After a reset the firmware shows the NIC interface disabled until the
+    // driver's command-interface setup writes cmdq_addr_l_sz (nic_interface
+    // 0, full driver). A driver bound across a function reset sees it
+    // through its health poll (mlx5_health_check_fatal_sensors():
+    // MLX5_SENSOR_NIC_DISABLED) and recovers; mlx5_error_sw_reset() waits for
+    // this same state after the software reset handshake.
+    nic_interface_ = kNicDisabled;
     ready_at_ = dev_.now() + kInitDelayNs;
 }
 
