@@ -24,11 +24,12 @@ TEST_CASE("iseg command queue address, geometry and nic_interface", "[iseg]") {
     Driver d(b);
     uint32_t lsz = d.iseg_read32(InitSeg::kCmdqAddrLSz);
     CHECK((lsz & 0xff) == 0x56);      // log_sz 5, log_stride 6
-    CHECK(((lsz >> 8) & 7) == 0);     // nic_interface: full driver
+    CHECK(((lsz >> 8) & 7) == 1);     // nic_interface after reset: disabled
     d.iseg_write32(InitSeg::kCmdqAddrH, 0x12);
     d.iseg_write32(InitSeg::kCmdqAddrLSz, 0x34567000);
     CHECK(d.iseg_read32(InitSeg::kCmdqAddrH) == 0x12);
     lsz = d.iseg_read32(InitSeg::kCmdqAddrLSz);
+    CHECK(((lsz >> 8) & 7) == 0);  // mlx5_cmd_init()'s write: full driver
     CHECK((lsz & 0xfffff000) == 0x34567000);
     CHECK((lsz & 0xff) == 0x56);  // geometry survives the address write
     CHECK(b.dev.iseg.cmdq_addr() == 0x1234567000ull);
