@@ -1,65 +1,155 @@
 #!/usr/bin/env python3
-"""Checks the output of the rdma-core test suite (run_tests.py -v) against a
-baseline: pass floor, allowed skip reasons, known errors. Prints TAP lines
-and a summary; exit status 1 on any failed check.
+"""Checks the output of the rdma-core test suite (run_tests.py -v) against
+the expected outcome of every test (rdma-core-expected.txt): pass, skip
+with a named reason, or a known error with a named reason. Prints TAP lines
+(one per test expected to pass, one per group of the others) and exits 1
+on any failed check.
 
-Usage: rdma_core_check.py OUTPUT BASELINE"""
+A test that changes outcome in either direction fails the check: a pass
+that turns into a skip or an error is a regression; a skip or known error
+that turns into a pass means the device (or the suite) changed and the
+expectation file must say so, with the new outcome, in the same commit.
+
+Usage: rdma_core_check.py OUTPUT EXPECTED
+       rdma_core_check.py --record OUTPUT EXPECTED   (prints a new
+       expectation file from OUTPUT, reusing EXPECTED's reason table)"""
+import ast
 import re
 import sys
 
+# "test_x (tests.test_m.Class.test_x)", or "setUpClass (tests.test_m.Class)"
+# for a whole class; then " ... STATUS", possibly after a docstring line
+# and after whatever the test printed.
+HEADER = re.compile(r"^(\w+) \((?P<id>tests\.[\w.]+)\)")
+STATUS = re.compile(r"(ok|skipped (?P<reason>.+)|ERROR|FAIL|expected failure|unexpected success)")
+BLOCK = re.compile(r"^(?:ERROR|FAIL): \w+ \((?P<id>tests\.[\w.]+)\)[^\n]*\n-+\n(?P<body>.*?)(?=^=+$|^-+\nRan )",
+                   re.M | re.S)
 
-def main(out_path, base_path):
-    out = open(out_path, errors="replace").read()
-    floor = 0
-    skips = {}
-    known = {}
-    for line in open(base_path):
+
+def norm(text):
+    return " ".join(text.split())
+
+
+def decode_reason(raw):
+    """unittest prints repr(reason): quotes depend on the text."""
+    try:
+        return norm(str(ast.literal_eval(raw)))
+    except (ValueError, SyntaxError):
+        return norm(raw.strip("'\""))
+
+
+def outcomes(out):
+    """test id -> (outcome, reason): the -v status lines, then the error
+    blocks' tracebacks as the reason of each error."""
+    res = {}
+    pending = None
+    for line in out.splitlines():
+        m = HEADER.match(line)
+        if m:
+            pending, line = m.group("id"), line[m.end():]
+            if " ... " not in line:
+                continue
+        if pending is None:
+            continue
+        s = STATUS.fullmatch(line.rsplit(" ... ", 1)[-1].strip())
+        if s:
+            word = s.group(1).split()[0]
+            kind = {"ok": "pass", "skipped": "skip", "ERROR": "error", "FAIL": "error"}.get(word, word)
+            res[pending] = (kind, decode_reason(s.group("reason")) if s.group("reason") else "")
+            pending = None
+    for m in BLOCK.finditer(out):
+        res[m.group("id")] = ("error", norm(m.group("body")))
+    return res
+
+
+def load(path):
+    """(reasons: name -> (text, why), expected: test id -> (outcome, reason name))"""
+    reasons, expected = {}, {}
+    for n, line in enumerate(open(path), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        kind, _, rest = line.partition(" ")
-        if kind == "pass-floor":
-            floor = int(rest)
-        elif kind == "skip":
-            reason, _, why = rest.partition(" | ")
-            skips[reason.strip()] = why.strip()
-        elif kind == "known-error":
-            test, _, why = rest.partition(" | ")
-            known[test.strip()] = why.strip()
+        if line.startswith("reason "):
+            name, text, why = (f.strip() for f in line[7:].split(" | ", 2))
+            reasons[name] = (norm(text), why)
+            continue
+        parts = line.split()
+        if len(parts) < 2 or parts[1] not in ("pass", "skip", "error") or (parts[1] != "pass") != (len(parts) == 3):
+            raise SystemExit(f"{path}:{n}: expected 'TEST pass' or 'TEST skip|error REASON': {line}")
+        expected[parts[0]] = (parts[1], parts[2] if len(parts) == 3 else "")
+    for test, (kind, name) in expected.items():
+        if kind != "pass" and name not in reasons:
+            raise SystemExit(f"{path}: {test}: reason {name!r} is not in the reason table")
+    return reasons, expected
+
+
+def matches(kind, got, text):
+    """A skip's reason is the whole text; an error's is a line of its traceback."""
+    return got == text if kind == "skip" else text in got
+
+
+def record(out_path, exp_path):
+    reasons, old = load(exp_path)
+    print(open(exp_path).read().split("\n# Tests\n")[0].rstrip() + "\n\n# Tests")
+    for test, (kind, got) in sorted(outcomes(open(out_path, errors="replace").read()).items()):
+        names = [n for n, (text, _) in reasons.items() if kind != "pass" and matches(kind, got, text)]
+        print(f"{test} {kind}" + (f" {names[0]}" if names else " UNKNOWN" if kind != "pass" else ""))
+    return 0
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def check(self, desc, ok, notes=()):
+        for note in notes:
+            print(f"#   {note}")
+        self.n += 1
+        self.failed += not ok
+        print(f"{'ok' if ok else 'not ok'} {self.n} - {desc}")
+
+
+def main(out_path, exp_path):
+    out = open(out_path, errors="replace").read()
+    reasons, expected = load(exp_path)
+    got = outcomes(out)
+    tap = Tap()
     ran = re.search(r"^Ran (\d+) tests? in", out, re.M)
     total = int(ran.group(1)) if ran else 0
-    reasons = re.findall(r"skipped '(.*?)'", out)
-    errors = re.findall(r"^(ERROR|FAIL): (\w+) \(", out, re.M)
     summary = re.search(r"^(OK|FAILED)(?: \((.*)\))?$", out, re.M)
-    counts = dict(kv.split("=") for kv in summary.group(2).split(", ")) if summary and summary.group(2) else {}
-    skipped = int(counts.get("skipped", len(reasons)))
-    bad = int(counts.get("errors", 0)) + int(counts.get("failures", 0))
-    passed = total - skipped - bad - int(counts.get("expected failures", 0))
-    n = 0
-    failed = 0
-
-    def check(desc, ok):
-        nonlocal n, failed
-        n += 1
-        failed += not ok
-        print(f"{'ok' if ok else 'not ok'} {n} - {desc}")
-
-    print(f"# rdma-core suite: {total} run, {passed} passed, {skipped} skipped, {bad} errors/failures")
-    check(f"the suite ran to its summary ({total} tests)", total > 0 and summary is not None)
-    check(f"every error/failure is listed ({len(errors)} of {bad})", len(errors) == bad)
-    check(f"{passed} passed, floor {floor}", passed >= floor)
-    for kind, test in errors:
-        if test in known:
-            print(f"# known {kind} {test}: {known[test]}")
-        check(f"{kind} {test} is a documented suite defect", test in known)
-    unknown = sorted({r for r in reasons if r not in skips})
-    for r in unknown:
-        print(f"# skip reason not in the baseline: {r!r} ({reasons.count(r)} tests)")
-    check("every skip is for a documented reason", not unknown)
-    return 1 if failed else 0
+    count = {k: sum(1 for v in got.values() if v[0] == k) for k in ("pass", "skip", "error")}
+    print(f"# rdma-core suite: {total} run, {count['pass']} passed, {count['skip']} skipped, "
+          f"{count['error']} errors/failures; {len(expected)} tests expected")
+    tap.check(f"the suite ran to its summary ({total} tests)", total > 0 and summary is not None)
+    methods = sum(1 for t in got if t.count(".") == 3)  # not the setUpClass entries
+    tap.check(f"every test that ran has an outcome in the output ({methods} of {total})", methods == total)
+    tap.check("every test that ran has an expected outcome", not set(got) - set(expected),
+              [f"not in the expectation file: {t} {got[t][0]}" for t in sorted(set(got) - set(expected))])
+    tap.check("every test of the expectation file ran", not set(expected) - set(got),
+              [f"did not run: {t}" for t in sorted(set(expected) - set(got))])
+    for test, (kind, name) in sorted(expected.items()):
+        if kind == "pass" and test in got:
+            k, why = got[test]
+            tap.check(f"{test} passes", k == "pass", [f"{k}: {why[:300]}"] if k != "pass" else [])
+    for kind in ("skip", "error"):
+        tests = sorted(t for t, (k, _) in expected.items() if k == kind and t in got)
+        bad = []
+        for test in tests:
+            k, why = got[test]
+            text = reasons[expected[test][1]][0]
+            if k != kind or not matches(kind, why, text):
+                hint = " (now passes: update rdma-core-expected.txt)" if k == "pass" else ""
+                bad.append(f"{test}: expected {kind} '{text}', got {k} '{why[:300]}'{hint}")
+        used = sorted({expected[t][1] for t in tests})
+        tap.check(f"{len(tests)} tests {'skip' if kind == 'skip' else 'fail'} as expected, "
+                  f"for {len(used)} named reasons", not bad, bad)
+    return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--record":
+        sys.exit(record(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     sys.exit(main(sys.argv[1], sys.argv[2]))
