@@ -21,6 +21,11 @@ namespace {
 
 constexpr uint16_t kLid = 3;
 constexpr uint32_t kQkey = 7;
+// Longest message a scatter entry asks for.  Larger ones work, but one
+// doorbell of a 64 MiB loopback SEND is 65,536 packets in a single
+// Device::run (seconds under ASan): the unbounded bottom half of issue 13
+// item 2, found by this target (docs/RELIABILITY.md), not what it is for.
+constexpr uint32_t kMaxMessage = 1u << 20;
 
 struct World {
     Bench b;
@@ -212,7 +217,7 @@ void data_segments(World &x, Input &in, Wqe &w) {
     for (unsigned i = 0; i < n; ++i) {
         uint8_t d[16];
         const uint32_t k = key(x, in);
-        hca::store_be32(d, in.u8() < 230 ? in.u16() % 5000 : in.u32());
+        hca::store_be32(d, in.u8() < 230 ? in.u16() % 5000 : in.u32() % kMaxMessage);
         hca::store_be32(d + 4, k);
         hca::store_be64(d + 8, addr(x, in, k));
         w.put(d, 16);
