@@ -14,20 +14,27 @@ KVERBS_OBJ = BUILD / "kverbs-obj"   # the kbuild tree (sources copied in)
 KVERBS_OUT = BUILD / "kverbs"       # what the guests get: /hcasim/kverbs/kverbs.ko
 
 
-def cmake_tree(tree, *options, env=None):
-    if not (tree / "build.ninja").exists():
+def cmake_tree(tree, *options, env=None, targets=()):
+    # Configured again when the options change (a stamp of them in the tree).
+    stamp = tree / ".hcasim-options"
+    if not (tree / "build.ninja").exists() or not stamp.exists() or stamp.read_text() != "\n".join(options):
         say(f"configuring {tree}")
         run(["cmake", "-S", ROOT, "-B", tree, "-G", "Ninja", *options], env=env)
-    run(["cmake", "--build", tree])
+        stamp.write_text("\n".join(options))
+    run(["cmake", "--build", tree, *(["--target", *targets] if targets else [])])
 
 
 def main_tree():
     cmake_tree(BUILD)
 
 
-def san_tree():
+def san_tree(targets=()):
+    """The ASan/UBSan + libFuzzer tree (all of it, or the given targets)."""
     env = dict(os.environ, CC="clang", CXX="clang++")
-    cmake_tree(SAN_BUILD, "-DHCASIM_SANITIZE=ON", "-DHCASIM_FUZZ=ON", "-DHCASIM_QEMU=OFF", env=env)
+    # Asserts stay on in this tree: RelWithDebInfo without its -DNDEBUG.
+    cmake_tree(SAN_BUILD, "-DHCASIM_SANITIZE=ON", "-DHCASIM_FUZZ=ON", "-DHCASIM_QEMU=OFF",
+               "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g",
+               "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g", env=env, targets=targets)
 
 
 def qemu():

@@ -132,8 +132,9 @@ def main(argv=None):
     s.add_argument("--patch", action="append", default=[], help="a patch to apply first (repeatable)")
     s.set_defaults(func=driver.main)
 
-    from hcasim import trace_cli
+    from hcasim import fuzz, trace_cli
     trace_cli.register(sub)  # trace, inspect
+    fuzz.register(sub)
 
     a = p.parse_args(argv)
     try:

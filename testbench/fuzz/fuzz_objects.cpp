@@ -1,0 +1,449 @@
+// libFuzzer target: object lifecycles through the command interface.  A
+// small decoder turns the input into a command sequence — create EQs, CQs,
+// PDs, XRCDs, mkeys (PA, MTT, free/UMR), QPs of every type, SRQs, XRC SRQs
+// and RMPs; walk QPs through their state transitions; query, modify, arm,
+// attach to multicast groups and destroy in any order — with handles taken
+// from the objects created so far (or made up), well-formed inboxes whose
+// fields the input chooses, and a few bytes of each inbox overwritten.
+// The HCA-level commands (TEARDOWN, DISABLE, INIT, MANAGE_PAGES, SET_*)
+// come too, rarely.  After the input every object it left is destroyed,
+// so the next input starts from the same device.
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <vector>
+
+#include "fuzz_input.h"
+#include "fuzz_world.h"
+
+using namespace hcatest;
+using hcafuzz::Input;
+namespace ifc = hca::ifc;
+
+namespace {
+
+struct Tracked {
+    uint16_t destroy_op;
+    ifc::Field id;
+    uint32_t value;
+};
+
+struct World {
+    Bench b;
+    Driver d{b};
+    uint32_t uar = 0;
+    bool dirty = false;  // the input changed the HCA itself: reset the device
+    // Objects the current input created, by kind; destroyed afterwards in
+    // dependency order (QPs first).
+    std::vector<uint32_t> eqs, pds, xrcds, mkeys, cqs, qps, srqs, xsrqs, rmps, uars;
+
+    void setup() {
+        hcafuzz::fresh_device(b, d);
+        uar = d.alloc_uar();
+        dirty = false;
+    }
+};
+
+World &world() {
+    static World *w = [] {
+        auto *x = new World;
+        x->setup();
+        return x;
+    }();
+    return *w;
+}
+
+// A handle: usually one of the objects created so far, sometimes any number.
+uint32_t pick(Input &in, const std::vector<uint32_t> &v, uint32_t mask = 0xffffff) {
+    const uint8_t c = in.u8();
+    if (v.empty() || c >= 230) {
+        return c & 1 ? in.u32() & mask : c & 0x1f;
+    }
+    return v[c % v.size()];
+}
+
+CmdResult run(World &x, Input &in, std::vector<uint8_t> &box, size_t outlen = 16) {
+    hcafuzz::patch(in, box, 3);
+    return x.d.exec(box, outlen, in.u8() % 31);
+}
+
+bool ok(const CmdResult &r) { return r.completed && !r.delivery && !r.status; }
+
+// 4 KiB pages of guest memory for a buffer of n pages, owner bits as mlx5
+// initializes them, their addresses at pas in the inbox.
+void pages(World &x, std::vector<uint8_t> &box, size_t pas, size_t n, uint8_t fill) {
+    for (size_t i = 0; i < n; ++i) {
+        const uint64_t p = x.b.host.alloc(4096);
+        for (unsigned e = 0; e < 64; ++e) {
+            x.b.host.mem(p + e * 64 + 63, 1)[0] = fill;
+        }
+        if (pas + i * 8 + 8 <= box.size()) {
+            hca::store_be64(box.data() + pas + i * 8, p);
+        }
+    }
+}
+
+void create_eq(World &x, Input &in) {
+    const unsigned log = in.u8() % 9;
+    const size_t n = ((size_t{1} << log) * 64 + 4095) / 4096;
+    auto box = Driver::inbox(hca::kOpCreateEq, 0, ifc::create_eq_in::size_bytes + n * 8);
+    const auto ctx = ifc::create_eq_in::eq_context_entry;
+    ifc::set(box.data(), ifc::in(ctx, ifc::eqc::log_eq_size), log);
+    ifc::set(box.data(), ifc::in(ctx, ifc::eqc::uar_page), in.u8() < 240 ? x.uar : in.u32());
+    ifc::set(box.data(), ifc::in(ctx, ifc::eqc::intr), in.u8() % 6);
+    for (unsigned w = 0; w < 4; ++w) {
+        hca::store_be64(box.data() + ifc::create_eq_in::event_bitmask.at(w), w == 0 ? in.u64() : 0);
+    }
+    pages(x, box, ifc::create_eq_in::pas.byte(), n, 1);
+    auto r = run(x, in, box, ifc::create_eq_out::size_bytes);
+    if (ok(r)) {
+        x.eqs.push_back(static_cast<uint32_t>(r.get(ifc::create_eq_out::eq_number)));
+    }
+}
+
+void create_mkey(World &x, Input &in) {
+    const unsigned mode = in.pick(4);  // PA, MTT, free UMR-enabled, KLM
+    const unsigned oct = mode == 0 ? 0 : in.u8() % 9;
+    auto box = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes + (mode == 2 ? 0 : oct * 16));
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    const uint8_t access = in.u8();
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::access_mode_1_0), mode == 0 ? 0 : mode == 3 ? 2 : 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::lr), 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::lw), access & 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::rr), (access >> 1) & 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::rw), (access >> 2) & 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::a), (access >> 3) & 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::umr_en), mode != 0);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::free_), mode == 2);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::length64), mode == 0);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::pd), pick(in, x.pds));
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::mkey_7_0), in.u8());
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::start_addr), in.flag() ? 0x10000 : in.u64());
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::len), in.flag() ? oct * 8192 : in.u32());
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::log_page_size), in.flag() ? 12 : in.u8() & 0x3f);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::translations_octword_size), oct);
+    ifc::set(box.data(), ifc::create_mkey_in::translations_octword_actual_size, mode == 2 ? 0 : oct);
+    for (unsigned i = 0; mode != 2 && i < oct * 2; ++i) {
+        hca::store_be64(box.data() + ifc::create_mkey_in::size_bytes + i * 8,
+                        in.flag() ? FakeHost::kMemBase + i * 4096 : in.u64());
+    }
+    auto r = run(x, in, box);
+    if (ok(r)) {
+        x.mkeys.push_back(static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)));
+    }
+}
+
+void create_cq(World &x, Input &in) {
+    const unsigned log = in.u8() % 11;
+    const size_t n = ((size_t{1} << log) * 64 + 4095) / 4096;
+    auto box = Driver::inbox(hca::kOpCreateCq, 0, ifc::create_cq_in::size_bytes + n * 8);
+    const auto ctx = ifc::create_cq_in::cq_context;
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::log_cq_size), log);
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::uar_page), in.u8() < 240 ? x.uar : in.u32());
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), pick(in, x.eqs));
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cq_period), in.u8() < 200 ? 0 : in.u16());
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cq_max_count), in.u8() < 200 ? 0 : in.u16());
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::dbr_addr), in.u8() < 240 ? x.b.host.alloc(64, 64) : in.u64());
+    pages(x, box, ifc::create_cq_in::size_bytes, n, 0xf0);
+    auto r = run(x, in, box);
+    if (ok(r)) {
+        x.cqs.push_back(static_cast<uint32_t>(r.get(ifc::create_cq_out::cqn)));
+    }
+}
+
+void modify_cq(World &x, Input &in) {
+    const bool resize = in.flag();
+    const unsigned log = in.u8() % 11;
+    const size_t n = resize ? ((size_t{1} << log) * 64 + 4095) / 4096 : 0;
+    auto box = Driver::inbox(hca::kOpModifyCq, resize, ifc::modify_cq_in::size_bytes + n * 8);
+    ifc::set(box.data(), ifc::modify_cq_in::cqn, pick(in, x.cqs));
+    ifc::set(box.data(), ifc::Field{ifc::modify_cq_in::modify_field_select_resize_field_select.off, 32},
+             resize ? 7 : in.u8() & 3);
+    const auto ctx = ifc::modify_cq_in::cq_context;
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::log_cq_size), log);
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cq_period), in.u16());
+    ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cq_max_count), in.u16());
+    pages(x, box, ifc::modify_cq_in::size_bytes, n, 0xf0);
+    run(x, in, box);
+}
+
+void create_qp(World &x, Input &in) {
+    static constexpr uint8_t kTypes[] = {hca::kQpRc, hca::kQpUc, hca::kQpUd, hca::kQpXrc,
+                                         hca::kQpQp0, hca::kQpQp1, hca::kQpRegUmr, 0x5};
+    const uint8_t st = in.pick(kTypes);
+    const uint8_t rq_type = in.u8() % 4 == 0 ? in.u8() % 4 : (st == hca::kQpXrc ? 1 : 0);
+    const uint32_t srqn = pick(in, rq_type == 1 ? (in.flag() ? x.srqs : x.rmps) : x.srqs);
+    const uint32_t xrcd = pick(in, x.xrcds);
+    const uint32_t pd = pick(in, x.pds);
+    const uint32_t scq = pick(in, x.cqs);
+    const uint32_t rcq = in.flag() ? scq : pick(in, x.cqs);
+    const unsigned log_sq = in.u8() % 9;
+    const unsigned log_rq = rq_type == 0 ? in.u8() % 9 : 0;
+    x.d.qp_fill = [&](std::vector<uint8_t> &box) {
+        ifc::set(box.data(), ifc::in(ifc::create_qp_in::qpc, ifc::qpc::xrcd), xrcd);
+        hcafuzz::patch(in, box, 3);
+    };
+    CmdResult r;
+    QpHandle qp = x.d.create_qp(st, pd, scq, rcq, in.u8() < 240 ? x.uar : in.u32(), log_sq, log_rq, &r, rq_type,
+                                srqn);
+    if (ok(r)) {
+        x.qps.push_back(qp.qpn);
+    }
+}
+
+void modify_qp(World &x, Input &in) {
+    static constexpr uint16_t kOps[] = {0x502, 0x503, 0x504, 0x505, 0x506, 0x507, 0x50a, 0x50c, 0x50e};
+    const uint16_t op = in.pick(kOps);
+    const uint32_t qpn = pick(in, x.qps);
+    const auto ctx = ifc::rst2init_qp_in::qpc;
+    const auto pri = ifc::in(ctx, ifc::qpc::primary_address_path);
+    x.d.modify_qp(op, qpn, [&](std::vector<uint8_t> &box) {
+        if (box.size() < ifc::rst2init_qp_in::size_bytes) {
+            return;
+        }
+        ifc::set(box.data(), ifc::in(pri, ifc::ads::vhca_port_num), in.u8() < 240 ? 1 : in.u8());
+        ifc::set(box.data(), ifc::in(pri, ifc::ads::pkey_index), in.u8() < 240 ? 0 : in.u16());
+        ifc::set(box.data(), ifc::in(pri, ifc::ads::rlid), in.u16());
+        ifc::set(box.data(), ifc::in(pri, ifc::ads::grh), in.u8() > 230);
+        ifc::set(box.data(), ifc::in(pri, ifc::ads::ack_timeout), in.u8());
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::q_key), in.u32());
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::mtu), in.u8() % 8);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::log_msg_max), in.u8() % 32);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::remote_qpn), pick(in, x.qps));
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::next_rcv_psn), in.u32());
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::next_send_psn), in.u32());
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::log_rra_max), in.u8() % 8);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::log_sra_max), in.u8() % 8);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::retry_count), in.u8());
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rnr_retry), in.u8());
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::min_rnr_nak), in.u8());
+        const uint8_t acc = in.u8();
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rre), acc & 1);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rwe), (acc >> 1) & 1);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rae), (acc >> 2) & 1);
+        hcafuzz::patch(in, box, 3);
+    }, in.u8() < 200 ? 0 : in.u32());
+}
+
+void create_srq(World &x, Input &in) {
+    const unsigned kind = in.pick(3);  // SRQ, XRC SRQ, RMP
+    const unsigned log = in.u8() % 8;
+    const size_t n = ((size_t{1} << log) * 64 + 4095) / 4096;
+    const uint64_t dbr = in.u8() < 240 ? x.b.host.alloc(64, 64) : in.u64();
+    std::vector<uint8_t> box;
+    if (kind == 0) {
+        box = Driver::inbox(hca::kOpCreateSrq, 0, ifc::create_srq_in::size_bytes + n * 8);
+        const auto c = ifc::create_srq_in::srq_context_entry;
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::log_srq_size), log);
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::log_rq_stride), in.u8() % 6);
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::pd), pick(in, x.pds));
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::cqn), pick(in, x.cqs));
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::xrcd), pick(in, x.xrcds));
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::lwm), in.u8() < 200 ? 0 : in.u16());
+        ifc::set(box.data(), ifc::in(c, ifc::srqc::dbr_addr), dbr);
+        pages(x, box, ifc::create_srq_in::pas.byte(), n, 0);
+    } else if (kind == 1) {
+        box = Driver::inbox(hca::kOpCreateXrcSrq, 0, ifc::create_xrc_srq_in::size_bytes + n * 8);
+        const auto c = ifc::create_xrc_srq_in::xrc_srq_context_entry;
+        ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::log_xrc_srq_size), log);
+        ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::log_rq_stride), in.u8() % 6);
+        ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::xrcd), pick(in, x.xrcds));
+        ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::cqn), pick(in, x.cqs));
+        ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::pd), pick(in, x.pds));
+        ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::db_record_addr_l), (dbr & 0xffffffff) >> 2);
+        pages(x, box, ifc::create_xrc_srq_in::size_bytes, n, 0);
+    } else {
+        box = Driver::inbox(hca::kOpCreateRmp, 0, ifc::create_rmp_in::size_bytes + n * 8);
+        const auto wq = ifc::in(ifc::create_rmp_in::ctx, ifc::rmpc::wq);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::log_wq_sz), log);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::log_wq_stride), 4 + in.u8() % 4);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::pd), pick(in, x.pds));
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::dbr_addr), dbr);
+        pages(x, box, ifc::create_rmp_in::size_bytes, n, 0);
+    }
+    auto r = run(x, in, box);
+    if (ok(r)) {
+        const uint32_t id = static_cast<uint32_t>(hca::load_be32(r.out.data() + 8) & 0xffffff);
+        (kind == 0 ? x.srqs : kind == 1 ? x.xsrqs : x.rmps).push_back(id);
+    }
+}
+
+// Destroy/query/arm/modify of an existing object (or a made-up number).
+void object_cmd(World &x, Input &in) {
+    struct Op {
+        uint16_t opcode;
+        ifc::Field id;
+        std::vector<uint32_t> World::*list;
+        size_t outlen;
+        bool destroys;
+    };
+    static const Op kOps[] = {
+        {hca::kOpDestroyEq, ifc::destroy_eq_in::eq_number, &World::eqs, 16, true},
+        {hca::kOpQueryEq, ifc::query_eq_in::eq_number, &World::eqs, ifc::query_eq_out::size_bytes, false},
+        {hca::kOpDeallocPd, ifc::dealloc_pd_in::pd, &World::pds, 16, true},
+        {hca::kOpDeallocXrcd, ifc::dealloc_xrcd_in::xrcd, &World::xrcds, 16, true},
+        {hca::kOpDestroyMkey, ifc::destroy_mkey_in::mkey_index, &World::mkeys, 16, true},
+        {hca::kOpQueryMkey, ifc::query_mkey_in::mkey_index, &World::mkeys, ifc::query_mkey_out::size_bytes, false},
+        {hca::kOpDestroyCq, ifc::destroy_cq_in::cqn, &World::cqs, 16, true},
+        {hca::kOpQueryCq, ifc::query_cq_in::cqn, &World::cqs, ifc::query_cq_out::size_bytes, false},
+        {hca::kOpDestroyQp, ifc::destroy_qp_in::qpn, &World::qps, 16, true},
+        {hca::kOpQueryQp, ifc::query_qp_in::qpn, &World::qps, ifc::query_qp_out::size_bytes, false},
+        {hca::kOpDestroySrq, ifc::destroy_srq_in::srqn, &World::srqs, 16, true},
+        {hca::kOpQuerySrq, ifc::query_srq_in::srqn, &World::srqs, ifc::query_srq_out::size_bytes, false},
+        {hca::kOpArmRq, ifc::arm_rq_in::srq_number, &World::srqs, 16, false},
+        {hca::kOpDestroyXrcSrq, ifc::destroy_xrc_srq_in::xrc_srqn, &World::xsrqs, 16, true},
+        {hca::kOpQueryXrcSrq, ifc::query_xrc_srq_in::xrc_srqn, &World::xsrqs, ifc::query_xrc_srq_out::size_bytes,
+         false},
+        {hca::kOpArmXrcSrq, ifc::arm_xrc_srq_in::xrc_srqn, &World::xsrqs, 16, false},
+        {hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn, &World::rmps, 16, true},
+        {hca::kOpQueryRmp, ifc::query_rmp_in::rmpn, &World::rmps, ifc::query_rmp_out::size_bytes, false},
+        {hca::kOpModifyRmp, ifc::modify_rmp_in::rmpn, &World::rmps, 16, false},
+        {hca::kOpAttachToMcg, ifc::attach_to_mcg_in::qpn, &World::qps, 16, false},
+        {hca::kOpDetachFromMcg, ifc::detach_from_mcg_in::qpn, &World::qps, 16, false},
+    };
+    const Op &op = kOps[in.pick(static_cast<unsigned>(std::size(kOps)))];
+    std::vector<uint32_t> &list = x.*op.list;
+    const uint32_t id = pick(in, list);
+    const size_t inlen = op.opcode == hca::kOpModifyRmp ? ifc::modify_rmp_in::size_bytes
+                         : op.opcode == hca::kOpAttachToMcg || op.opcode == hca::kOpDetachFromMcg ? 0x20
+                                                                                                   : 16;
+    auto box = Driver::inbox(op.opcode, in.u8() < 230 ? 0 : in.u8(), inlen);
+    ifc::set(box.data(), op.id, id);
+    if (inlen == 0x20) {
+        box[16] = 0xff;  // a multicast GID
+        box[31] = in.u8() & 3;
+    }
+    if (op.opcode == hca::kOpArmRq || op.opcode == hca::kOpArmXrcSrq) {
+        hca::store_be16(box.data() + 14, in.u8());
+    }
+    auto r = run(x, in, box, op.outlen);
+    if (ok(r) && op.destroys) {
+        std::erase(list, id);
+    }
+}
+
+// Queries and settings of the HCA itself; those that change the HCA's
+// state make the device be reset after this input.
+void hca_cmd(World &x, Input &in) {
+    struct Op {
+        uint16_t opcode;
+        uint16_t inlen;
+        uint16_t outlen;
+        bool changes_hca;
+    };
+    static constexpr Op kOps[] = {
+        {hca::kOpQueryHcaCap, 16, ifc::query_hca_cap_out::size_bytes, false},
+        {hca::kOpQueryAdapter, 16, ifc::query_adapter_out::size_bytes, false},
+        {hca::kOpQueryHcaVportContext, 16, ifc::query_hca_vport_context_out::size_bytes, false},
+        {hca::kOpAccessReg, 16 + 64, 16 + 64, false},
+        {hca::kOpNop, 16, 16, false},
+        {hca::kOpQueryPages, 16, 16, false},
+        {hca::kOpQueryIssi, 16, ifc::query_issi_out::size_bytes, false},
+        {hca::kOpSetDriverVersion, 16 + 64, 16, false},
+        {hca::kOpAllocUar, 16, 16, false},
+        {hca::kOpDeallocUar, 16, 16, false},
+        {hca::kOpAllocPd, 16, 16, false},
+        {hca::kOpAllocXrcd, 16, 16, false},
+        {hca::kOpManagePages, 16 + 64, 16 + 64, true},
+        {hca::kOpSetHcaCap, ifc::set_hca_cap_in::size_bytes, 16, true},
+        {hca::kOpSetIssi, 16, 16, true},
+        {hca::kOpInitHca, 16, 16, true},
+        {hca::kOpTeardownHca, 16, 16, true},
+        {hca::kOpDisableHca, 16, 16, true},
+        {hca::kOpEnableHca, 16, 16, true},
+    };
+    const unsigned n = static_cast<unsigned>(std::size(kOps));
+    const uint8_t c = in.u8();
+    const Op &op = kOps[c < 240 ? c % (n - 7) : c % n];
+    auto box = Driver::inbox(op.opcode, in.u8() % 4, op.inlen);
+    if (op.opcode == hca::kOpAccessReg) {
+        static constexpr uint16_t kRegs[] = {0x5006, 0x5003, 0x5004, 0x5001, 0x7004, 0x500e, 0x9050, 0x5007};
+        ifc::set(box.data(), ifc::access_register_in::register_id, in.pick(kRegs));
+        box[16 + 1] = in.u8();  // local port
+    } else if (op.opcode == hca::kOpDeallocUar) {
+        ifc::set(box.data(), ifc::dealloc_uar_in::uar, pick(in, x.uars));
+    } else if (op.opcode == hca::kOpManagePages) {
+        ifc::set(box.data(), ifc::manage_pages_in::input_num_entries, in.u8() % 9);
+        for (unsigned i = 0; i < 8; ++i) {
+            hca::store_be64(box.data() + 16 + i * 8, in.flag() ? x.b.host.alloc(4096) : in.u64());
+        }
+    }
+    if (op.changes_hca) {
+        x.dirty = true;
+    }
+    auto r = run(x, in, box, op.outlen);
+    if (ok(r)) {
+        const uint32_t id = hca::load_be32(r.out.data() + 8) & 0xffffff;
+        if (op.opcode == hca::kOpAllocUar) {
+            x.uars.push_back(id);
+        } else if (op.opcode == hca::kOpDeallocUar) {
+            std::erase(x.uars, static_cast<uint32_t>(ifc::get(box.data(), ifc::dealloc_uar_in::uar)));
+        } else if (op.opcode == hca::kOpAllocPd) {
+            x.pds.push_back(id);
+        } else if (op.opcode == hca::kOpAllocXrcd) {
+            x.xrcds.push_back(id);
+        }
+    }
+}
+
+// Puts the device back as the input found it: everything the input
+// created is destroyed, QPs first; a failure other than "no such object"
+// (the input destroyed it under a made-up number) resets the device.
+void cleanup(World &x) {
+    struct Kind {
+        std::vector<uint32_t> World::*list;
+        uint16_t opcode;
+        ifc::Field id;
+    };
+    static const Kind kKinds[] = {
+        {&World::qps, hca::kOpDestroyQp, ifc::destroy_qp_in::qpn},
+        {&World::srqs, hca::kOpDestroySrq, ifc::destroy_srq_in::srqn},
+        {&World::xsrqs, hca::kOpDestroyXrcSrq, ifc::destroy_xrc_srq_in::xrc_srqn},
+        {&World::rmps, hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn},
+        {&World::mkeys, hca::kOpDestroyMkey, ifc::destroy_mkey_in::mkey_index},
+        {&World::cqs, hca::kOpDestroyCq, ifc::destroy_cq_in::cqn},
+        {&World::eqs, hca::kOpDestroyEq, ifc::destroy_eq_in::eq_number},
+        {&World::pds, hca::kOpDeallocPd, ifc::dealloc_pd_in::pd},
+        {&World::xrcds, hca::kOpDeallocXrcd, ifc::dealloc_xrcd_in::xrcd},
+        {&World::uars, hca::kOpDeallocUar, ifc::dealloc_uar_in::uar},
+    };
+    for (const Kind &k : kKinds) {
+        std::vector<uint32_t> &list = x.*k.list;
+        for (uint32_t id : list) {
+            if (!x.dirty) {
+                auto box = Driver::inbox(k.opcode, 0, 16);
+                ifc::set(box.data(), k.id, id);
+                const auto r = x.d.exec(box, 16);
+                x.dirty = !r.completed || r.delivery || (r.status && r.status != 0x05);
+            }
+        }
+        list.clear();
+    }
+    if (x.dirty || hcafuzz::host_used(x.b.host) > (40u << 20)) {
+        x.setup();
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    World &x = world();
+    Input in(data, size);
+    for (int steps = 0; !in.empty() && steps < 48; ++steps) {
+        switch (in.pick(12)) {
+        case 0: create_eq(x, in); break;
+        case 1: create_mkey(x, in); break;
+        case 2: create_cq(x, in); break;
+        case 3: modify_cq(x, in); break;
+        case 4: case 5: create_qp(x, in); break;
+        case 6: case 7: modify_qp(x, in); break;
+        case 8: create_srq(x, in); break;
+        case 9: case 10: object_cmd(x, in); break;
+        default: hca_cmd(x, in); break;
+        }
+        x.b.pump();
+    }
+    cleanup(x);
+    return 0;
+}
