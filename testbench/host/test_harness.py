@@ -90,7 +90,7 @@ class RelayTest(unittest.TestCase):
 
     def test_planted_reply_and_temp_links_are_replaced_not_followed(self):
         (self.req / "a.rep").symlink_to(self.canary)
-        (self.req / "a.relay-tmp").symlink_to(self.canary)
+        (self.req / "a.rep.relay-tmp").symlink_to(self.canary)
         (self.req / "a.req").write_text("ports\n")
         self.poll()
         self.assertFalse((self.req / "a.rep").is_symlink())
