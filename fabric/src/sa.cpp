@@ -301,6 +301,9 @@ SubnetAdmin::Answer SubnetAdmin::port_info_records(const Mad &req) {
         set16(rec, 0, lid);
         rec[2] = port_num;
         std::copy_n(p.begin(), 64, rec.begin() + 4);
+        // The M_Key only to a requester with the SM_Key (IBA 15.2.5.3);
+        // this SA trusts nobody, so a guest never learns the switch's key.
+        set64(std::span<uint8_t>(rec).subspan(4), pi::kMkey, 0);
         a.records.push_back(std::move(rec));
     };
     for (const Endport &e : sm_.endports()) {

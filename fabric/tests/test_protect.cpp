@@ -7,6 +7,7 @@
 #include <set>
 
 #include "fixture.h"
+#include "sa_records.h"
 #include "smp_agent.h"
 
 using namespace fabric;
@@ -92,6 +93,23 @@ TEST_CASE("M_Key: with the SM's key on the switch a guest cannot disable a port 
     f.run(2000000);
     CHECK(f.sm().ca_state(3) == CaState::Active);
     CHECK(f.sw().sma().mkey_discards() == 2);
+}
+
+TEST_CASE("M_Key: the SA's PortInfoRecords do not give the switch's key away", "[mkey]") {
+    TestFabric f;
+    f.bring_up({1, 2});
+    REQUIRE(f.sw().port(0).pi.mkey != 0);
+    std::vector<uint8_t> pir(sa::kPortInfoRecordSize);
+    set16(pir, 0, 1);  // LID 1: the switch, ports 0..4
+    const uint64_t tid = f.ca(2).send_sa(mad::kGetTable, mad::sa::kPortInfoRecord, sa::pir::kLid, pir);
+    f.run(100000);
+    const auto *r = f.ca(2).response_for(tid);
+    REQUIRE(r);
+    REQUIRE(r->status == 0);
+    REQUIRE(r->data.size() == 5 * sa::kPortInfoRecordSize);
+    for (size_t i = 0; i < 5; ++i) {
+        CHECK(get64(std::span<const uint8_t>(r->data).subspan(i * sa::kPortInfoRecordSize + 4), pi::kMkey) == 0);
+    }
 }
 
 TEST_CASE("M_Key: protect levels 0-3 (IBA 14.2.4.1 Table 125)", "[mkey]") {
