@@ -27,7 +27,7 @@ ln -s "../../$(basename "$(dirname "$canary")")/canary" "$req/evil-rel.req"
 ln -s "$canary" "$req/probe.rep"
 ln -s "$canary" "$req/probe.rep.relay-tmp"
 echo help > "$req/probe.tmp" && mv "$req/probe.tmp" "$req/probe.req"
-check "planted symlinks look like symlinks in the guest" test -L /hcasim/planted/abs-canary -a -L "$req/evil.req"
+check "planted symlinks look like symlinks in the guest" test -L /hcasim/planted/abs-canary -a -L /hcasim/planted/rel-canary
 # Fifos and device nodes: a request the relay would block on, /dev/zero
 # (an endless read), the host's first disk.
 mkfifo "$req/fifo.req" /hcasim/planted/fifo
@@ -35,7 +35,7 @@ mknod "$req/zero.req" c 1 5
 mknod /hcasim/planted/disk b 253 0
 mknod /hcasim/planted/mem c 1 1
 check "planted fifo and device nodes look like that in the guest" \
-    test -p "$req/fifo.req" -a -c "$req/zero.req" -a -b /hcasim/planted/disk
+    test -p /hcasim/planted/fifo -a -b /hcasim/planted/disk -a -c /hcasim/planted/mem
 head -c 100000 /dev/zero | tr '\0' 'x' > "$req/huge.tmp" && mv "$req/huge.tmp" "$req/huge.req"
 # Through our own links we see our namespace, never the host's.
 check "reading through the planted link does not show the canary" \
