@@ -1,8 +1,14 @@
-// The C interface (hcasim/hca_model.h) over Device.
+// The C interface (hcasim/hca_model.h) over Device.  Every entry point is an
+// exception barrier: nothing thrown inside the model reaches QEMU.  An
+// exception is an internal model error, and the device dies of it the way
+// firmware does (Device::enter_fatal: health syndrome, DMA and MSI-X stop)
+// until the next reset; the driver notices through its health poll.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <string>
 
 #include "device.h"
 #include "hcasim/hca_model.h"
@@ -39,63 +45,114 @@ struct HcaModel {
     HcaModel(const HcaHostOps &ops, void *opaque, const hca::DeviceConfig &cfg) : host(ops, opaque), dev(host, cfg) {}
 };
 
+namespace {
+
+void die(HcaModel *m, const char *entry, const char *what) noexcept {
+    try {
+        m->dev.enter_fatal(std::string(entry) + ": " + what);
+    } catch (...) {
+        m->dev.enter_fatal(entry);
+    }
+}
+
+// Runs f; an exception of any kind makes the device enter the fatal state.
+template <typename F>
+bool guarded(HcaModel *m, const char *entry, F &&f) noexcept {
+    try {
+        f();
+        return true;
+    } catch (const std::exception &e) {
+        die(m, entry, e.what());
+    } catch (...) {
+        die(m, entry, "unknown exception");
+    }
+    return false;
+}
+
+}  // namespace
+
 extern "C" {
 
 HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque, const HcaModelConfig *cfg, char *err, size_t errlen) {
-    hca::DeviceConfig c;
-    if (cfg) {
-        c.node_guid = cfg->node_guid;
-        c.trace_path = cfg->trace_path ? cfg->trace_path : "";
-        if (cfg->trace_filter && *cfg->trace_filter) {
-            c.trace_filter = cfg->trace_filter;
-        }
-        c.trace_max_bytes = cfg->trace_max_bytes;
-        c.fabric = cfg->fabric;
-        c.test_fault = cfg->test_fault ? cfg->test_fault : "";
-    }
     try {
+        hca::DeviceConfig c;
+        if (cfg) {
+            c.node_guid = cfg->node_guid;
+            c.trace_path = cfg->trace_path ? cfg->trace_path : "";
+            if (cfg->trace_filter && *cfg->trace_filter) {
+                c.trace_filter = cfg->trace_filter;
+            }
+            c.trace_max_bytes = cfg->trace_max_bytes;
+            c.fabric = cfg->fabric;
+            c.test_fault = cfg->test_fault ? cfg->test_fault : "";
+        }
         return new HcaModel(*ops, opaque, c);
     } catch (const std::exception &e) {
         if (err && errlen) {
             std::snprintf(err, errlen, "%s", e.what());
         }
-        return nullptr;
+    } catch (...) {
+        if (err && errlen) {
+            std::snprintf(err, errlen, "internal error");
+        }
+    }
+    return nullptr;
+}
+
+void hca_model_free(HcaModel *m) {
+    try {
+        delete m;
+    } catch (...) {
+        // Destructors do not throw; nothing is left to stop.
     }
 }
 
-void hca_model_free(HcaModel *m) { delete m; }
-
-void hca_model_reset(HcaModel *m) { m->dev.reset(); }
+void hca_model_reset(HcaModel *m) {
+    guarded(m, "reset", [&] { m->dev.reset(); });
+}
 
 void hca_model_mmio_read(HcaModel *m, uint64_t offset, void *data, unsigned size) {
-    m->dev.mmio_read(offset, static_cast<uint8_t *>(data), size);
+    if (!guarded(m, "mmio_read", [&] { m->dev.mmio_read(offset, static_cast<uint8_t *>(data), size); })) {
+        std::memset(data, 0, size);
+    }
 }
 
 void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data, unsigned size) {
-    m->dev.mmio_write(offset, static_cast<const uint8_t *>(data), size);
+    guarded(m, "mmio_write", [&] { m->dev.mmio_write(offset, static_cast<const uint8_t *>(data), size); });
 }
 
-void hca_model_run(HcaModel *m) { m->dev.run(); }
+void hca_model_run(HcaModel *m) {
+    guarded(m, "run", [&] { m->dev.run(); });
+}
 
 void hca_model_port_rx(HcaModel *m, unsigned port, const void *frame, size_t len) {
-    m->dev.port_rx(port, static_cast<const uint8_t *>(frame), len);
+    guarded(m, "port_rx", [&] { m->dev.port_rx(port, static_cast<const uint8_t *>(frame), len); });
 }
 
-void hca_model_port_link(HcaModel *m, unsigned port, bool up) { m->dev.port_link(port, up); }
+void hca_model_port_link(HcaModel *m, unsigned port, bool up) {
+    guarded(m, "port_link", [&] { m->dev.port_link(port, up); });
+}
 
-void hca_model_timer(HcaModel *m) { m->dev.on_timer(); }
+void hca_model_timer(HcaModel *m) {
+    guarded(m, "timer", [&] { m->dev.on_timer(); });
+}
 
 bool hca_model_set_trace_filter(HcaModel *m, const char *filter) {
-    return m->dev.set_trace_filter(filter ? filter : "");
+    bool ok = false;
+    guarded(m, "set_trace_filter", [&] { ok = m->dev.set_trace_filter(filter ? filter : ""); });
+    return ok;
 }
 
 char *hca_model_info(HcaModel *m) {
-    const std::string s = m->dev.info();
-    char *out = static_cast<char *>(std::malloc(s.size() + 1));
-    if (out) {
-        std::memcpy(out, s.c_str(), s.size() + 1);
-    }
-    return out;
+    char *out = nullptr;
+    guarded(m, "info", [&] {
+        const std::string s = m->dev.info();
+        out = static_cast<char *>(std::malloc(s.size() + 1));
+        if (out) {
+            std::memcpy(out, s.c_str(), s.size() + 1);
+        }
+    });
+    return out ? out : strdup("mlx5-hca: internal error while dumping the device state\n");
 }
 
 }  // extern "C"

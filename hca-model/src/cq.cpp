@@ -67,6 +67,11 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "CQ buffer: {}", why);
         return;
     }
+    if (!cq.buf.charge(dev_.budget)) {
+        c.fail(Status::LIM, "CQ buffer: {} page entries exceed the translation budget ({} of {} in use)", cq.buf.npages(),
+               dev_.budget.used(), dev_.budget.max());
+        return;
+    }
     if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
         c.fail(Status::NO_RES, "all CQs are in use");
         return;
@@ -210,6 +215,11 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     if (std::string why = buf.init(pas, pas.size() / 8, log_page_size, offset_bytes, uint64_t{cq.stride} << log_size);
         !why.empty()) {
         c.fail(Status::BAD_PARAM, "new CQ buffer: {}", why);
+        return;
+    }
+    if (!buf.charge(dev_.budget)) {
+        c.fail(Status::LIM, "new CQ buffer: {} page entries exceed the translation budget ({} of {} in use)", buf.npages(),
+               dev_.budget.used(), dev_.budget.max());
         return;
     }
     Cqe64 marker{};

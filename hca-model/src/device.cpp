@@ -73,6 +73,7 @@ void Device::reset() {
     if (!cfg_.test_fault.empty()) {
         trace(kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
     }
+    fatal_ = false;
     timers_.clear();
     sync_timer();
     doorbells_.clear();
@@ -102,11 +103,16 @@ bool Device::set_trace_filter(std::string_view filter) {
     return true;
 }
 
-bool Device::dma_read(uint64_t addr, void *buf, size_t len) { return host_.dma_read(addr, buf, len); }
+bool Device::dma_read(uint64_t addr, void *buf, size_t len) { return !fatal_ && host_.dma_read(addr, buf, len); }
 
-bool Device::dma_write(uint64_t addr, const void *buf, size_t len) { return host_.dma_write(addr, buf, len); }
+bool Device::dma_write(uint64_t addr, const void *buf, size_t len) {
+    return !fatal_ && host_.dma_write(addr, buf, len);
+}
 
 void Device::msix(unsigned vector) {
+    if (fatal_) {
+        return;
+    }
     ++counters.msix;
     host_.msix_notify(vector);
 }
@@ -139,9 +145,31 @@ void Device::sync_timer() {
 
 void Device::on_timer() {
     timer_armed_at_ = -1;
+    if (fatal_) {
+        return;
+    }
     timers_.run_expired(now());
     sync_timer();
     tracer_.flush();
+}
+
+void Device::enter_fatal(std::string_view reason) noexcept {
+    const bool first = !fatal_;
+    fatal_ = true;
+    iseg.set_fatal(InitSeg::kSyndFwInternalErr, now());
+    try {
+        doorbells_.clear();
+        rx_.clear();
+        timers_.clear();
+        sync_timer();
+        if (first) {
+            tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(), "fatal firmware internal error (health syndrome 0x{:02x}), device stopped "
+                         "until reset: {}", InitSeg::kSyndFwInternalErr, reason);
+            tracer_.flush();
+        }
+    } catch (...) {
+        // Already dead; nothing more to report.
+    }
 }
 
 bool Device::guest_error_budget() {
@@ -167,6 +195,9 @@ void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
 }
 
 void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
+    if (fatal_) {
+        return;  // dead firmware: doorbells and commands are ignored until a reset
+    }
     if (offset + size > HCA_MODEL_BAR0_SIZE || size == 0 || size > 8) {
         guest_error("BAR0 write of {} bytes at 0x{:x} is outside the BAR", size, offset);
         return;
@@ -188,6 +219,9 @@ void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
 
 void Device::run() {
     scheduled_ = false;
+    if (fatal_) {
+        return;
+    }
     // Commands first: a doorbell may refer to an object a command creates
     // only if the driver waited for that command, so order is preserved.
     if (cmdif.pending()) {
@@ -269,7 +303,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
 }
 
 void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
-    if (port != 1 || len < iba::link::kHeader) {
+    if (fatal_ || port != 1 || len < iba::link::kHeader) {
         return;
     }
     switch (frame[0]) {
@@ -292,7 +326,7 @@ void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
 }
 
 void Device::port_link(unsigned port, bool up) {
-    if (port == 1) {
+    if (port == 1 && !fatal_) {
         port1.set_link(up);
         tracer_.flush();
     }

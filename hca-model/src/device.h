@@ -18,6 +18,7 @@
 #include "hcasim/hca_model.h"
 #include "host.h"
 #include "iseg.h"
+#include "fw_limits.h"
 #include "mkey.h"
 #include "pd.h"
 #include "port.h"
@@ -65,6 +66,11 @@ class Device {
     void on_timer();
     std::string info();
     bool set_trace_filter(std::string_view filter);
+    // An internal model error (an exception caught at the C entry points):
+    // the device dies the way firmware does (health syndrome, DMA, MSI-X,
+    // doorbells and commands stop) until the next reset.
+    void enter_fatal(std::string_view reason) noexcept;
+    bool fatal() const { return fatal_; }
 
     // The port's link to the fabric (frames of iba/link.h).
     void port_rx(unsigned port, const uint8_t *frame, size_t len);
@@ -131,6 +137,7 @@ class Device {
     int64_t guest_error_window_ = 0;
     uint32_t guest_errors_in_window_ = 0;
     bool scheduled_ = false;
+    bool fatal_ = false;
 
     struct Doorbell {
         uint32_t uar;
@@ -145,6 +152,9 @@ class Device {
     void receive(Packet &pkt);
 
   public:
+    // Translation entries of all objects (fw_limits.h); before the tables
+    // whose page lists and keys it counts.
+    Budget budget{limits::kTranslationEntries};
     // Subsystems, in dependency order.
     InitSeg iseg;
     Firmware fw;

@@ -69,6 +69,11 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "EQ buffer: {}", why);
         return;
     }
+    if (!eq.buf.charge(dev_.budget)) {
+        c.fail(Status::LIM, "EQ buffer: {} page entries exceed the translation budget ({} of {} in use)", eq.buf.npages(),
+               dev_.budget.used(), dev_.budget.max());
+        return;
+    }
     const auto mask = c.in_block(create_eq_in::event_bitmask);
     for (unsigned w = 0; w < 4 && (w + 1) * 8 <= mask.size(); ++w) {
         const uint64_t bits = load_be64(mask.data() + w * 8);

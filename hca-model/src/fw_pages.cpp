@@ -63,6 +63,11 @@ void Firmware::manage_pages(CmdCtx &c) {
                    pas.size());
             return;
         }
+        if (pages_.size() + n > limits::kFirmwarePages) {
+            c.fail(Status::LIM, "{} more pages exceed the {} the device keeps ({} held, {} asked for)", n,
+                   limits::kFirmwarePages, pages_.size(), pages_wanted_);
+            return;
+        }
         for (uint32_t i = 0; i < n; ++i) {
             const uint64_t a = load_be64(pas.data() + i * 8);
             if (a & 0xfff) {

@@ -16,6 +16,15 @@ void InitSeg::reset() {
     // this same state after the software reset handshake.
     nic_interface_ = kNicDisabled;
     ready_at_ = dev_.now() + kInitDelayNs;
+    synd_ = 0;
+    died_at_ = 0;
+}
+
+void InitSeg::set_fatal(uint8_t synd, int64_t now) noexcept {
+    if (!synd_) {
+        synd_ = synd;
+        died_at_ = now;
+    }
 }
 
 uint32_t InitSeg::read32(uint32_t off) {
@@ -38,7 +47,13 @@ uint32_t InitSeg::read32(uint32_t off) {
     case kInternalTimerL:
         return static_cast<uint32_t>(dev_.now());
     case kHealthCounter:
-        return static_cast<uint32_t>(dev_.now() / kHealthTickNs);
+        return static_cast<uint32_t>((synd_ ? died_at_ : dev_.now()) / kHealthTickNs);
+    case kHealthTime:
+        return synd_ ? static_cast<uint32_t>(died_at_ / 1'000'000'000) : 0;
+    case kHealthRfr:
+        return synd_ ? uint32_t{kRfrSeverityFatal} << 24 : 0;
+    case kHealthSynd:
+        return uint32_t{synd_} << 16;
     default:
         // Health buffer all zeros (healthy, synd 0), timeouts 0 (driver
         // defaults), doorbell and reserved words read 0.

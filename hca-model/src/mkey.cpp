@@ -23,6 +23,8 @@ const char *xlat_error_name(XlatError e) {
 }
 
 void MkeyTable::reset() {
+    dev_.budget.give(mtt_entries_);
+    mtt_entries_ = 0;
     mkeys_.clear();
     ids_.reset();
 }
@@ -115,6 +117,8 @@ const char *umr_error_name(UmrError e) {
     case UmrError::BadPageSize: return "log_page_size outside 12..30";
     case UmrError::XltTooLong: return "translation entries beyond translations_octword_size";
     case UmrError::XltNoMtt: return "translation entries for a key that is not MTT";
+    case UmrError::XltOffset: return "xlt_offset_47_16 without umr_extended_translation_offset";
+    case UmrError::Budget: return "the device's translation-entry budget is spent";
     }
     return "?";
 }
@@ -155,6 +159,15 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
         // a key sized for 4 entries receives 8, the last ones zero padding.
         if (op.xlt_first + op.xlt.size() > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
             return UmrError::XltTooLong;
+        }
+        // Entries are stored as loaded; growing the table is charged to
+        // the budget (the last check: nothing fails after it).
+        const uint64_t end = op.xlt_first + op.xlt.size();
+        if (end > m.mtt.size()) {
+            if (!dev_.budget.take(end - m.mtt.size())) {
+                return UmrError::Budget;
+            }
+            mtt_entries_ += end - m.mtt.size();
         }
     }
     // Checks passed: apply.
@@ -267,6 +280,10 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
             c.fail(Status::BAD_INPUT_LEN, "translations_octword_actual_size {} exceeds the inbox", actual);
             return;
         }
+        if (m.octwords > limits::kMkeyOctwords) {
+            c.fail(Status::BAD_PARAM, "translations_octword_size {} exceeds {}", m.octwords, limits::kMkeyOctwords);
+            return;
+        }
         const uint64_t have = std::min<uint64_t>(actual * 2, pages);
         if (!m.free && have < pages) {
             c.fail(Status::BAD_PARAM, "{} page entries given for {} pages", actual * 2, pages);
@@ -274,6 +291,12 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         }
         // Only the entries given are stored: the MR cache creates thousands
         // of free keys with room for up to 2^17 entries that a UMR fills later.
+        if (!dev_.budget.take(have)) {
+            c.fail(Status::LIM, "{} translation entries exceed the device's budget ({} of {} in use)", have,
+                   dev_.budget.used(), dev_.budget.max());
+            return;
+        }
+        mtt_entries_ += have;
         m.mtt.resize(have);
         for (uint64_t i = 0; i < have; ++i) {
             // Low bits may carry MLX5_IB_MTT_PRESENT/READ/WRITE flags.
@@ -285,6 +308,8 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         if (index) {
             ids_.release(*index);
         }
+        dev_.budget.give(m.mtt.size());
+        mtt_entries_ -= m.mtt.size();
         c.fail(Status::NO_RES, "all memory keys are in use");
         return;
     }
@@ -306,6 +331,8 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
         return;
     }
     dev_.trace(kTrObj, "destroy_mkey key=0x{:x}", it->second.key());
+    dev_.budget.give(it->second.mtt.size());
+    mtt_entries_ -= it->second.mtt.size();
     mkeys_.erase(it);
     ids_.release(index);
 }

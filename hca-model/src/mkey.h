@@ -102,7 +102,7 @@ struct UmrOp {
 // Why a UMR failed; the WQE completes in error with kSyndLocalProt for the
 // key checks and kSyndLocalQpOp for malformed requests.
 enum class UmrError : uint8_t { None, NoKey, NotUmrEnabled, Variant, IsFree, NotFree, BadPd, BadMask, BadPageSize,
-                                XltTooLong, XltNoMtt };
+                                XltTooLong, XltNoMtt, XltOffset, Budget };
 const char *umr_error_name(UmrError e);
 
 class MkeyTable {
@@ -112,6 +112,7 @@ class MkeyTable {
     explicit MkeyTable(Device &dev) : dev_(dev) {}
     void reset();
     size_t count() const { return mkeys_.size(); }
+    uint64_t mtt_entries() const { return mtt_entries_; }
     const Mkey *find(uint32_t key) const;
 
     // Translates [va, va+len) of key for an object of protection domain pd;
@@ -135,6 +136,7 @@ class MkeyTable {
     Device &dev_;
     IdAllocator ids_{kFirstIndex, 1u << 24};
     std::map<uint32_t, Mkey> mkeys_;  // by index
+    uint64_t mtt_entries_ = 0;        // of all keys, charged to the device's budget
 };
 
 }  // namespace hca

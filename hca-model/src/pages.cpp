@@ -6,6 +6,17 @@
 
 namespace hca {
 
+bool PageList::charge(Budget &b) {
+    charge_.reset();
+    auto ch = std::make_shared<Charge>(Charge{b, 0});
+    if (!b.take(pages_.size())) {
+        return false;
+    }
+    ch->n = pages_.size();
+    charge_ = std::move(ch);
+    return true;
+}
+
 std::string PageList::init(std::span<const uint8_t> pas, uint64_t npages, unsigned log_page_size,
                            uint64_t page_offset_bytes, uint64_t bytes) {
     if (log_page_size > 18) {
@@ -22,6 +33,7 @@ std::string PageList::init(std::span<const uint8_t> pas, uint64_t npages, unsign
     if (need * 8 > pas.size()) {
         return fmt::format("the page list needs {} bytes but the input has {}", need * 8, pas.size());
     }
+    charge_.reset();
     pages_.resize(need);
     for (uint64_t i = 0; i < need; ++i) {
         // Low bits may carry flags (e.g. MLX5_IB_MTT_PRESENT): the page

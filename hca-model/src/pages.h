@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "fw_limits.h"
 
 namespace hca {
 
@@ -17,6 +20,10 @@ class PageList {
     // bytes the queue needs.  Returns "" or why the list is unusable.
     std::string init(std::span<const uint8_t> pas, uint64_t npages, unsigned log_page_size,
                      uint64_t page_offset_bytes, uint64_t bytes);
+    // Counts the entries against the device's translation budget until the
+    // list (and every copy of it: MODIFY_QP works on a copy) is destroyed or
+    // replaced; false (nothing charged) when the budget is spent.
+    bool charge(Budget &b);
     // Guest address of byte off of the buffer (off < bytes()).
     uint64_t addr(uint64_t off) const {
         const uint64_t o = off + offset_;
@@ -37,7 +44,14 @@ class PageList {
     }
 
   private:
+    struct Charge {
+        Budget &budget;
+        uint64_t n;
+        ~Charge() { budget.give(n); }
+    };
+
     std::vector<uint64_t> pages_;
+    std::shared_ptr<const Charge> charge_;
     unsigned shift_ = 12;
     uint64_t offset_ = 0;
     uint64_t bytes_ = 0;

@@ -58,6 +58,20 @@ enum : uint32_t {
     kOptPriPort = 1u << 16,
 };
 
+// Outstanding RDMA READ/atomic depth: at most what the capabilities
+// advertise (log_max_ra_req_qp, log_max_ra_res_qp); the responder keeps
+// state for 2^log_rra_max requests.
+bool within_ra_caps(const Qp &qp, const Caps &caps, CmdCtx &c) {
+    const uint64_t max_res = caps.gen(ifc::cmd_hca_cap::log_max_ra_res_qp);
+    const uint64_t max_req = caps.gen(ifc::cmd_hca_cap::log_max_ra_req_qp);
+    if (qp.log_rra_max > max_res || qp.log_sra_max > max_req) {
+        c.fail(Status::BAD_PARAM, "log_rra_max {} / log_sra_max {} exceed log_max_ra_res_qp {} / log_max_ra_req_qp {}",
+               qp.log_rra_max, qp.log_sra_max, max_res, max_req);
+        return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 const char *qp_type_name(uint8_t st) {
@@ -222,6 +236,11 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
         const auto pas = c.in_block(ifc::create_qp_in::pas);
         if (std::string why = qp.buf.init(pas, pas.size() / 8, qp.log_page_size, offset_bytes, bytes); !why.empty()) {
             c.fail(Status::BAD_PARAM, "QP buffer: {}", why);
+            return;
+        }
+        if (!qp.buf.charge(dev_.budget)) {
+            c.fail(Status::LIM, "QP buffer: {} page entries exceed the translation budget ({} of {} in use)", qp.buf.npages(),
+                   dev_.budget.used(), dev_.budget.max());
             return;
         }
     }
@@ -446,6 +465,9 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
         break;
     default:
         break;
+    }
+    if (!within_ra_caps(*qp, dev_.fw.caps(), c)) {
+        return;
     }
     if (c.opcode == kOpRst2Init || c.opcode == kOpInit2Init || c.opcode == kOpInit2Rtr) {
         if (qp->path.pkey_index >= Port::kPkeyTableSize) {

@@ -2,6 +2,7 @@
 // responder state (IBA ch. 9.7-9.9), kept in the QP.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -78,6 +79,15 @@ struct RcState {
     } write;
     // Atomic results by request PSN, for duplicate requests (IBA 9.7.5.2.3).
     std::map<uint32_t, uint64_t> atomic_replay;
+    // The last RDMA READ requests, for duplicates (IBA 9.7.5.1.1): a ring of
+    // kReadSlots; the newest 2^log_rra_max (responder resources) count.
+    struct ReadReq {
+        uint32_t psn = 0;
+        uint32_t npkts = 0;
+    };
+    static constexpr unsigned kReadSlots = 16;  // 2^log_max_ra_res_qp
+    std::array<ReadReq, kReadSlots> reads{};
+    uint32_t reads_total = 0;  // READs recorded since the QP was reset
 };
 
 // AETH syndromes (IBA 9.7.5.2.1).

@@ -30,6 +30,34 @@ bool is_last(uint8_t op) {
            op == iba::kWriteOnly || op == iba::kWriteOnlyImm;
 }
 
+// IBA 9.6.1.5 (C9-54..): a connected QP accepts requests only from the
+// port its address path (primary or alternate) names: the SLID, and with a
+// GRH on both sides, the SGID.
+bool path_matches(const AddressPath &p, const iba::PacketView &v) {
+    return v.slid() == p.rlid && (!p.grh || !v.grh || v.grh->sgid == p.rgid);
+}
+
+bool from_remote(const Qp &qp, const iba::PacketView &v) {
+    return path_matches(qp.path, v) || (qp.alt_path.rlid && path_matches(qp.alt_path, v));
+}
+
+void record_read(RcState &rc, uint32_t psn, uint32_t npkts) {
+    rc.reads[rc.reads_total++ % RcState::kReadSlots] = {psn, npkts};
+}
+
+// The READ among the newest `window` ones whose response PSNs hold psn.
+const RcState::ReadReq *find_read(const RcState &rc, unsigned window, uint32_t psn) {
+    const uint32_t n = std::min<uint32_t>({window, RcState::kReadSlots, rc.reads_total});
+    for (uint32_t i = 1; i <= n; ++i) {
+        const RcState::ReadReq &r = rc.reads[(rc.reads_total - i) % RcState::kReadSlots];
+        const int32_t d = psn_diff(psn, r.psn);
+        if (d >= 0 && static_cast<uint32_t>(d) < r.npkts) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
@@ -153,6 +181,15 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     if (!dev_.port(qp.path.port).pkey_ok(v.pkey())) {
         ++dev_.port(qp.path.port).counters().pkey_violations;
+        return;
+    }
+    if (!from_remote(qp, v)) [[unlikely]] {
+        ++qp.dropped;
+        if (dev_.tracer().on(kTrPkt)) {
+            dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
+                       qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
+                       qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
+        }
         return;
     }
     const int32_t diff = psn_diff(psn, qp.rc.epsn);
@@ -330,6 +367,24 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     const uint64_t va = v.reth->va.get();
     const uint32_t rkey = v.reth->rkey.get();
     const uint32_t len = v.reth->dma_len.get();
+    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (uint64_t{len} + mtu - 1) / mtu));
+    if (!fresh) {
+        // A duplicate is answered only within the responder resources, and
+        // with no more packets than the original READ had left: an older
+        // or larger one is dropped, as a responder without its state does.
+        const RcState::ReadReq *r = find_read(qp.rc, 1u << qp.log_rra_max, psn);
+        if (!r || npkts > r->npkts - static_cast<uint32_t>(psn_diff(psn, r->psn))) {
+            ++qp.dropped;
+            dev_.trace(kTrPkt, "drop qpn=0x{:x}: duplicate RDMA READ psn=0x{:x} of {} packets is {}", qp.qpn, psn,
+                       npkts, r ? "longer than the original" : "outside the responder resources window");
+            return false;
+        }
+    }
+    if (len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
+        rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA read longer than the maximum message");
+        return false;
+    }
     std::vector<DmaChunk> chunks;
     const XlatError e =
         qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks) : XlatError::Access;
@@ -339,18 +394,17 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
         return false;
     }
-    const uint32_t mtu = rc_mtu(qp);
-    const uint32_t npkts = std::max<uint32_t>(1, (len + mtu - 1) / mtu);
     if (fresh) {
         qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
         qp.rc.epsn = (psn + npkts) & 0xffffff;
+        record_read(qp.rc, psn, npkts);
     }
     const uint8_t t = transport_of(qp.st) == iba::kXrc ? iba::kXrc : iba::kRc;
     std::vector<uint8_t> data;
     size_t chunk = 0;
     uint32_t chunk_off = 0;
     for (uint32_t k = 0; k < npkts; ++k) {
-        const uint32_t n = std::min(mtu, len - k * mtu);
+        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(mtu, len - uint64_t{k} * mtu));
         data.resize(n);
         // Copy n bytes from the translated chunks.
         uint32_t got = 0;

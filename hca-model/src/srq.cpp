@@ -95,6 +95,11 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         c.fail(Status::BAD_PARAM, "SRQ buffer: {}", why);
         return false;
     }
+    if (!s.buf.charge(dev_.budget)) {
+        c.fail(Status::LIM, "SRQ buffer: {} page entries exceed the translation budget ({} of {} in use)", s.buf.npages(),
+               dev_.budget.used(), dev_.budget.max());
+        return false;
+    }
     auto srqn = ids_.alloc();
     if (!srqn || srqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_srq))) {
         if (srqn) {

@@ -82,6 +82,14 @@ bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint
         synd = kSyndLocalQpOp;
         return false;
     }
+    // Without umr_extended_translation_offset (not advertised) the offset
+    // is the 16-bit xlt_offset only.
+    if ((uc.flags & UmrOp::kOffsetEn) && uc.xlt_offset_47_16.get()) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {} (0x{:x})", qp.qpn, index, op.key,
+                         umr_error_name(UmrError::XltOffset), uc.xlt_offset_47_16.get());
+        synd = kSyndLocalQpOp;
+        return false;
+    }
     if (octowords) {
         const size_t bytes = size_t{octowords} * 16;
         op.xlt.resize(octowords * 2);
@@ -144,7 +152,8 @@ bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint
     if (e != UmrError::None) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, index, op.key, umr_error_name(e));
-        synd = e == UmrError::BadMask || e == UmrError::BadPageSize ? kSyndLocalQpOp : kSyndLocalProt;
+        synd = e == UmrError::BadMask || e == UmrError::BadPageSize || e == UmrError::Budget ? kSyndLocalQpOp
+                                                                                              : kSyndLocalProt;
         return false;
     }
     return true;
