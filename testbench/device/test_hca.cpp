@@ -134,7 +134,7 @@ TEST_CASE("UARs: never index 0-2, dealloc checks", "[hca][uar]") {
     CHECK(d.exec(dealloc, 16).status == 0x05);
 }
 
-TEST_CASE("TEARDOWN_HCA: only the graceful profile; destroys every object", "[hca]") {
+TEST_CASE("TEARDOWN_HCA: only the graceful profile, destroys every object", "[hca]") {
     Bench b;
     Driver d(b);
     d.bring_up();

@@ -64,7 +64,7 @@ uint8_t query_qp(Driver &d, uint32_t qpn) {
 
 }  // namespace
 
-TEST_CASE("teardown and reset destroy every object and timer; nothing touches the host afterwards",
+TEST_CASE("teardown and reset destroy every object and timer, nothing touches the host afterwards",
           "[hca][teardown]") {
     const char *how = GENERATE("TEARDOWN_HCA", "DISABLE_HCA", "ENABLE_HCA again", "function reset");
     INFO(how);
