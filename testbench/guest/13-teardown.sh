@@ -1,4 +1,4 @@
-# hcasim-test: nodes=2 timeout=2700 reboot=1
+# hcasim-test: nodes=2 timeout=2700 reboot=1 ci=0
 # The driver goes away under traffic, and the device must not care: node 0
 # unloads its driver stack (ib_ipoib, mlx5_ib, mlx5_core) 10 times while
 # ib_write_bw writes to node 1 and 10 times while iperf3 runs over IPoIB,
