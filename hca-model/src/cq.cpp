@@ -61,15 +61,8 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     }
     const uint64_t offset_bytes = uint64_t{cq.page_offset} << (12 + cq.log_page_size) >> 6;
     const auto pas = c.in_block(ifc::create_cq_in::pas);
-    if (std::string why = cq.buf.init(pas, pas.size() / 8, cq.log_page_size, offset_bytes,
-                                      uint64_t{cq.stride} << cq.log_size);
-        !why.empty()) {
-        c.fail(Status::BAD_PARAM, "CQ buffer: {}", why);
-        return;
-    }
-    if (!cq.buf.charge(dev_.budget)) {
-        c.fail(Status::LIM, "CQ buffer: {} page entries exceed the translation budget ({} of {} in use)", cq.buf.npages(),
-               dev_.budget.used(), dev_.budget.max());
+    if (!load_queue_buffer(c, dev_.budget, cq.buf, "CQ", pas, pas.size() / 8, cq.log_page_size, offset_bytes,
+                           uint64_t{cq.stride} << cq.log_size)) {
         return;
     }
     if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
@@ -212,14 +205,8 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     PageList buf;
     const auto pas = c.in_block(ifc::modify_cq_in::pas);
     const uint64_t offset_bytes = uint64_t{page_offset} << (12 + log_page_size) >> 6;
-    if (std::string why = buf.init(pas, pas.size() / 8, log_page_size, offset_bytes, uint64_t{cq.stride} << log_size);
-        !why.empty()) {
-        c.fail(Status::BAD_PARAM, "new CQ buffer: {}", why);
-        return;
-    }
-    if (!buf.charge(dev_.budget)) {
-        c.fail(Status::LIM, "new CQ buffer: {} page entries exceed the translation budget ({} of {} in use)", buf.npages(),
-               dev_.budget.used(), dev_.budget.max());
+    if (!load_queue_buffer(c, dev_.budget, buf, "new CQ", pas, pas.size() / 8, log_page_size, offset_bytes,
+                           uint64_t{cq.stride} << log_size)) {
         return;
     }
     Cqe64 marker{};

@@ -65,13 +65,7 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
     const uint64_t offset_bytes = uint64_t{page_offset} << (12 + log_page_size) >> 6;
     const auto pas = c.in_block(create_eq_in::pas);
     const uint64_t npas = pas.size() / 8;
-    if (std::string why = eq.buf.init(pas, npas, log_page_size, offset_bytes, bytes); !why.empty()) {
-        c.fail(Status::BAD_PARAM, "EQ buffer: {}", why);
-        return;
-    }
-    if (!eq.buf.charge(dev_.budget)) {
-        c.fail(Status::LIM, "EQ buffer: {} page entries exceed the translation budget ({} of {} in use)", eq.buf.npages(),
-               dev_.budget.used(), dev_.budget.max());
+    if (!load_queue_buffer(c, dev_.budget, eq.buf, "EQ", pas, npas, log_page_size, offset_bytes, bytes)) {
         return;
     }
     const auto mask = c.in_block(create_eq_in::event_bitmask);

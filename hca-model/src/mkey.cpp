@@ -123,6 +123,33 @@ const char *umr_error_name(UmrError e) {
     return "?";
 }
 
+UmrError MkeyTable::charge_xlt(Mkey &m, const UmrOp &op) {
+    if (op.xlt.empty()) {
+        return UmrError::None;
+    }
+    if (m.mode != MkeyMode::Mtt) {
+        return UmrError::XltNoMtt;
+    }
+    if (op.xlt_offset_high) {
+        return UmrError::XltOffset;
+    }
+    // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
+    // a key sized for 4 entries receives 8, the last ones zero padding.
+    const uint64_t end = op.xlt_first + op.xlt.size();
+    if (end > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
+        return UmrError::XltTooLong;
+    }
+    // Entries are stored as loaded; growing the table is charged to the
+    // budget (the last check: nothing fails after it).
+    if (end > m.mtt.size()) {
+        if (!dev_.budget.take(end - m.mtt.size())) {
+            return UmrError::Budget;
+        }
+        mtt_entries_ += end - m.mtt.size();
+    }
+    return UmrError::None;
+}
+
 UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     auto it = mkeys_.find(op.key >> 8);
     if (it == mkeys_.end()) {
@@ -151,24 +178,8 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > 30)) {
         return UmrError::BadPageSize;
     }
-    if (!op.xlt.empty()) {
-        if (m.mode != MkeyMode::Mtt) {
-            return UmrError::XltNoMtt;
-        }
-        // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
-        // a key sized for 4 entries receives 8, the last ones zero padding.
-        if (op.xlt_first + op.xlt.size() > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
-            return UmrError::XltTooLong;
-        }
-        // Entries are stored as loaded; growing the table is charged to
-        // the budget (the last check: nothing fails after it).
-        const uint64_t end = op.xlt_first + op.xlt.size();
-        if (end > m.mtt.size()) {
-            if (!dev_.budget.take(end - m.mtt.size())) {
-                return UmrError::Budget;
-            }
-            mtt_entries_ += end - m.mtt.size();
-        }
+    if (const UmrError e = charge_xlt(m, op); e != UmrError::None) {
+        return e;
     }
     // Checks passed: apply.
     if (op.mask & UmrOp::kMaskLen) {

@@ -96,6 +96,7 @@ struct UmrOp {
     uint64_t mask = 0;
     const uint8_t *mkc = nullptr;     // 64-byte mkey segment (mkc layout)
     uint64_t xlt_first = 0;           // first translation entry to load
+    bool xlt_offset_high = false;     // xlt_offset_47_16 set (needs umr_extended_translation_offset)
     std::vector<uint64_t> xlt;        // entries (big-endian decoded)
 };
 
@@ -133,6 +134,10 @@ class MkeyTable {
     std::string info() const;
 
   private:
+    // The checks of a UMR's translation entries; the last one charges the
+    // entries the table grows by to the budget.
+    UmrError charge_xlt(Mkey &m, const UmrOp &op);
+
     Device &dev_;
     IdAllocator ids_{kFirstIndex, 1u << 24};
     std::map<uint32_t, Mkey> mkeys_;  // by index

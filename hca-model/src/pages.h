@@ -14,6 +14,8 @@
 
 namespace hca {
 
+struct CmdCtx;
+
 class PageList {
   public:
     // Reads npages BE64 entries; checks count and alignment against the
@@ -56,5 +58,11 @@ class PageList {
     uint64_t offset_ = 0;
     uint64_t bytes_ = 0;
 };
+
+// init() and charge() for the command that creates (or resizes) a queue of
+// kind what: false when the command failed, with BAD_PARAM for an unusable
+// page list or LIM when the translation budget is spent.
+bool load_queue_buffer(CmdCtx &c, Budget &budget, PageList &buf, const char *what, std::span<const uint8_t> pas,
+                       uint64_t npages, unsigned log_page_size, uint64_t page_offset_bytes, uint64_t bytes);
 
 }  // namespace hca

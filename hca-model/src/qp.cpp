@@ -58,10 +58,21 @@ enum : uint32_t {
     kOptPriPort = 1u << 16,
 };
 
-// Outstanding RDMA READ/atomic depth: at most what the capabilities
-// advertise (log_max_ra_req_qp, log_max_ra_res_qp); the responder keeps
-// state for 2^log_rra_max requests.
-bool within_ra_caps(const Qp &qp, const Caps &caps, CmdCtx &c) {
+// The attributes a modify applied, against the port and the capabilities:
+// P_Key index and port, and the outstanding RDMA READ/atomic depth
+// (log_max_ra_req_qp, log_max_ra_res_qp; the responder keeps state for
+// 2^log_rra_max requests).
+bool modify_within_limits(const Qp &qp, const Caps &caps, CmdCtx &c) {
+    if (c.opcode == kOpRst2Init || c.opcode == kOpInit2Init || c.opcode == kOpInit2Rtr) {
+        if (qp.path.pkey_index >= Port::kPkeyTableSize) {
+            c.fail(Status::BAD_PARAM, "pkey_index {} beyond the P_Key table", qp.path.pkey_index);
+            return false;
+        }
+        if (qp.path.port != 1) {
+            c.fail(Status::BAD_PARAM, "port {} does not exist", qp.path.port);
+            return false;
+        }
+    }
     const uint64_t max_res = caps.gen(ifc::cmd_hca_cap::log_max_ra_res_qp);
     const uint64_t max_req = caps.gen(ifc::cmd_hca_cap::log_max_ra_req_qp);
     if (qp.log_rra_max > max_res || qp.log_sra_max > max_req) {
@@ -234,13 +245,8 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     if (bytes) {
         const uint64_t offset_bytes = uint64_t{qp.page_offset} << (12 + qp.log_page_size) >> 6;
         const auto pas = c.in_block(ifc::create_qp_in::pas);
-        if (std::string why = qp.buf.init(pas, pas.size() / 8, qp.log_page_size, offset_bytes, bytes); !why.empty()) {
-            c.fail(Status::BAD_PARAM, "QP buffer: {}", why);
-            return;
-        }
-        if (!qp.buf.charge(dev_.budget)) {
-            c.fail(Status::LIM, "QP buffer: {} page entries exceed the translation budget ({} of {} in use)", qp.buf.npages(),
-                   dev_.budget.used(), dev_.budget.max());
+        if (!load_queue_buffer(c, dev_.budget, qp.buf, "QP", pas, pas.size() / 8, qp.log_page_size, offset_bytes,
+                               bytes)) {
             return;
         }
     }
@@ -466,18 +472,8 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
     default:
         break;
     }
-    if (!within_ra_caps(*qp, dev_.fw.caps(), c)) {
+    if (!modify_within_limits(*qp, dev_.fw.caps(), c)) {
         return;
-    }
-    if (c.opcode == kOpRst2Init || c.opcode == kOpInit2Init || c.opcode == kOpInit2Rtr) {
-        if (qp->path.pkey_index >= Port::kPkeyTableSize) {
-            c.fail(Status::BAD_PARAM, "pkey_index {} beyond the P_Key table", qp->path.pkey_index);
-            return;
-        }
-        if (qp->path.port != 1) {
-            c.fail(Status::BAD_PARAM, "port {} does not exist", qp->path.port);
-            return;
-        }
     }
     *target = std::move(next);
     qp = target;

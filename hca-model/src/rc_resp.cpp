@@ -30,15 +30,24 @@ bool is_last(uint8_t op) {
            op == iba::kWriteOnly || op == iba::kWriteOnlyImm;
 }
 
-// IBA 9.6.1.5 (C9-54..): a connected QP accepts requests only from the
-// port its address path (primary or alternate) names: the SLID, and with a
-// GRH on both sides, the SGID.
+// IBA 9.6 (header validation): a connected QP accepts requests only from
+// the port its address path (primary or alternate) names: the SLID, and
+// with a GRH on both sides, the SGID; others are silently dropped.
 bool path_matches(const AddressPath &p, const iba::PacketView &v) {
     return v.slid() == p.rlid && (!p.grh || !v.grh || v.grh->sgid == p.rgid);
 }
 
-bool from_remote(const Qp &qp, const iba::PacketView &v) {
-    return path_matches(qp.path, v) || (qp.alt_path.rlid && path_matches(qp.alt_path, v));
+bool from_remote(Device &dev, Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    if (path_matches(qp.path, v) || (qp.alt_path.rlid && path_matches(qp.alt_path, v))) {
+        return true;
+    }
+    ++qp.dropped;
+    if (dev.tracer().on(kTrPkt)) {
+        dev.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
+                  qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
+                  qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
+    }
+    return false;
 }
 
 void record_read(RcState &rc, uint32_t psn, uint32_t npkts) {
@@ -183,35 +192,13 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         ++dev_.port(qp.path.port).counters().pkey_violations;
         return;
     }
-    if (!from_remote(qp, v)) [[unlikely]] {
-        ++qp.dropped;
-        if (dev_.tracer().on(kTrPkt)) {
-            dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
-                       qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
-                       qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
-        }
+    if (!from_remote(dev_, qp, pkt, v)) [[unlikely]] {
         return;
     }
     const int32_t diff = psn_diff(psn, qp.rc.epsn);
     if (diff < 0) {
-        if (uc) {
-            return;
-        }
-        // IBA 9.7.5.1.1: a duplicate. Re-acknowledge; replay reads and atomics.
-        dev_.trace(kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
-                   iba::opcode_name(v.opcode()));
-        if (op == iba::kReadRequest) {
-            rc_read_response(qp, v, false);
-        } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
-            auto it = qp.rc.atomic_replay.find(psn);
-            if (it != qp.rc.atomic_replay.end()) {
-                uint8_t ext[12];
-                store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
-                store_be64(ext + 4, it->second);
-                rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
-            }
-        } else if (v.ack_req()) {
-            rc_ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
+        if (!uc) {
+            rc_duplicate(qp, v);
         }
         return;
     }
@@ -357,6 +344,28 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     if (!uc && v.ack_req() && op != iba::kReadRequest && op != iba::kCompareSwap && op != iba::kFetchAdd) {
         rc_ack(qp, psn, kAethAck | kAckCreditInvalid);
+    }
+}
+
+// IBA 9.7.5.1.1: a duplicate request. Re-acknowledge; replay reads (within
+// the responder resources) and atomics.
+void QpTable::rc_duplicate(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    dev_.trace(kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
+               iba::opcode_name(v.opcode()));
+    if (op == iba::kReadRequest) {
+        rc_read_response(qp, v, false);
+    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+        auto it = qp.rc.atomic_replay.find(psn);
+        if (it != qp.rc.atomic_replay.end()) {
+            uint8_t ext[12];
+            store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+            store_be64(ext + 4, it->second);
+            rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+        }
+    } else if (v.ack_req()) {
+        rc_ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
     }
 }
 

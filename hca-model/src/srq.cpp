@@ -90,14 +90,8 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         return false;
     }
     const uint64_t offset_bytes = uint64_t{s.page_offset} << (12 + s.log_page_size) >> 6;
-    if (std::string why = s.buf.init(pas, pas.size() / 8, s.log_page_size, offset_bytes, uint64_t{s.stride} << s.log_size);
-        !why.empty()) {
-        c.fail(Status::BAD_PARAM, "SRQ buffer: {}", why);
-        return false;
-    }
-    if (!s.buf.charge(dev_.budget)) {
-        c.fail(Status::LIM, "SRQ buffer: {} page entries exceed the translation budget ({} of {} in use)", s.buf.npages(),
-               dev_.budget.used(), dev_.budget.max());
+    if (!load_queue_buffer(c, dev_.budget, s.buf, "SRQ", pas, pas.size() / 8, s.log_page_size, offset_bytes,
+                           uint64_t{s.stride} << s.log_size)) {
         return false;
     }
     auto srqn = ids_.alloc();

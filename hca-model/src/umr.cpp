@@ -32,6 +32,13 @@ struct UmrCtrlSeg {
 static_assert(sizeof(UmrCtrlSeg) == 48);
 
 constexpr size_t kMkeySeg = 64;
+
+// Errors that complete the UMR with a local QP operation error; the key
+// checks give a local protection error.
+bool malformed(UmrError e) {
+    return e == UmrError::BadMask || e == UmrError::BadPageSize || e == UmrError::XltOffset ||
+           e == UmrError::Budget;
+}
 constexpr uint32_t kMaxXltOctowords = 0xffff;
 
 }  // namespace
@@ -56,6 +63,7 @@ bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint
     const uint32_t octowords = uc.xlt_octowords.get();
     if (uc.flags & UmrOp::kOffsetEn) {
         op.xlt_first = (uint64_t{uc.xlt_offset_47_16.get()} << 16 | uc.xlt_offset.get()) * 2;
+        op.xlt_offset_high = uc.xlt_offset_47_16.get() != 0;
     }
     const size_t tail = base + sizeof(UmrCtrlSeg) + kMkeySeg;
     if (dev_.tracer().on(kTrWqe)) {
@@ -79,14 +87,6 @@ bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint
                    ifc::get(op.mkc, ifc::mkc::translations_octword_size));
     }
     if (octowords > kMaxXltOctowords) {
-        synd = kSyndLocalQpOp;
-        return false;
-    }
-    // Without umr_extended_translation_offset (not advertised) the offset
-    // is the 16-bit xlt_offset only.
-    if ((uc.flags & UmrOp::kOffsetEn) && uc.xlt_offset_47_16.get()) {
-        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {} (0x{:x})", qp.qpn, index, op.key,
-                         umr_error_name(UmrError::XltOffset), uc.xlt_offset_47_16.get());
         synd = kSyndLocalQpOp;
         return false;
     }
@@ -152,8 +152,7 @@ bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint
     if (e != UmrError::None) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, index, op.key, umr_error_name(e));
-        synd = e == UmrError::BadMask || e == UmrError::BadPageSize || e == UmrError::Budget ? kSyndLocalQpOp
-                                                                                              : kSyndLocalProt;
+        synd = malformed(e) ? kSyndLocalQpOp : kSyndLocalProt;
         return false;
     }
     return true;
