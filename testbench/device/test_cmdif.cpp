@@ -137,7 +137,7 @@ TEST_CASE("a doorbell for a slot software still owns leaves it untouched", "[cmd
     CHECK(b.dev.counters.guest_errors == errors + 1);
 }
 
-TEST_CASE("unknown opcode answers BAD_OP; short inbox BAD_INPUT_LEN; wrong state BAD_SYS_STATE", "[cmdif]") {
+TEST_CASE("unknown opcode answers BAD_OP, short inbox BAD_INPUT_LEN, wrong state BAD_SYS_STATE", "[cmdif]") {
     Bench b;
     Driver d(b);
     d.setup_cmdq();

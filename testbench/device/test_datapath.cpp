@@ -107,7 +107,7 @@ TEST_CASE("UD with GRH, SEND_IMM, inline data, doorbell in two halves", "[dp][ud
     }
 }
 
-TEST_CASE("Q_Key mismatch and missing receive WQE drop; a short buffer completes in error", "[dp][ud]") {
+TEST_CASE("Q_Key mismatch and missing receive WQE drop, a short buffer completes in error", "[dp][ud]") {
     Setup s;
     auto a = s.ud(1);
     auto bq = s.ud(2);
@@ -173,7 +173,7 @@ TEST_CASE("multicast: every attached QP receives, the sender's own included", "[
     CHECK(s.d.next_cqe(s.scq));  // the send itself completes
 }
 
-TEST_CASE("QP1 receives report the P_Key; QP0 packets use VL15", "[dp][qp1]") {
+TEST_CASE("QP1 receives report the P_Key, QP0 packets use VL15", "[dp][qp1]") {
     Setup s;
     auto qp1 = s.ud(0x80010000, hca::kQpQp1);
     auto qp0 = s.ud(0, hca::kQpQp0);
@@ -258,7 +258,7 @@ TEST_CASE("CQ arming: one completion EQE per arm, immediate event over pending C
     CHECK((hca::load_be32(e->data() + 0x38) & 0xffffff) == s.rcq.cqn);
 }
 
-TEST_CASE("WQEs wrap the send ring; bogus doorbells do no harm", "[dp][sq]") {
+TEST_CASE("WQEs wrap the send ring, bogus doorbells do no harm", "[dp][sq]") {
     Setup s;
     auto a = s.ud(1);
     auto bq = s.ud(1);
@@ -351,7 +351,7 @@ TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's wri
     CHECK(!s.d.next_cqe(s.scq));
 }
 
-TEST_CASE("BlueFlame alternation: two doorbells in a row to one half warn; a reallocated UAR starts over",
+TEST_CASE("BlueFlame alternation: two doorbells in a row to one half warn, a reallocated UAR starts over",
           "[dp][bf]") {
     Setup s;
     auto a = s.ud(1);
@@ -376,7 +376,7 @@ TEST_CASE("BlueFlame alternation: two doorbells in a row to one half warn; a rea
     CHECK(s.b.dev.counters.guest_errors == before);
 }
 
-TEST_CASE("BlueFlame: a SEND with inline data from the write; torn and stray writes fall back", "[dp][bf]") {
+TEST_CASE("BlueFlame: a SEND with inline data from the write, torn and stray writes fall back", "[dp][bf]") {
     Setup s;
     auto a = s.ud(1);
     auto bq = s.ud(1);

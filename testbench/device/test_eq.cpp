@@ -18,7 +18,7 @@ void post(Bench &b, uint32_t eqn, uint8_t type, uint32_t value) {
 
 }  // namespace
 
-TEST_CASE("EQE owner bit alternates per lap; one MSI-X per arm", "[eq]") {
+TEST_CASE("EQE owner bit alternates per lap, one MSI-X per arm", "[eq]") {
     Bench b;
     Driver d(b);
     d.bring_up();

@@ -95,7 +95,7 @@ TEST_CASE("capabilities: current and maximum, SET_HCA_CAP reflected and bounded"
     CHECK(d.exec(set, 16).status == 0x03);
 }
 
-TEST_CASE("QUERY_ADAPTER board id and vendor; SET_DRIVER_VERSION; ACCESS_REG", "[hca]") {
+TEST_CASE("QUERY_ADAPTER board id and vendor, SET_DRIVER_VERSION, ACCESS_REG", "[hca]") {
     Bench b;
     Driver d(b);
     d.bring_up();

@@ -39,7 +39,7 @@ TEST_CASE("iseg command queue address, geometry and nic_interface", "[iseg]") {
     CHECK((d.iseg_read32(InitSeg::kCmdqAddrLSz) & 0xff) == 0x56);
 }
 
-TEST_CASE("iseg initializing bit clears after reset; embedded CPU bit is 0", "[iseg]") {
+TEST_CASE("iseg initializing bit clears after reset, embedded CPU bit is 0", "[iseg]") {
     Bench b;
     Driver d(b);
     CHECK(d.iseg_read32(InitSeg::kInitializing) == 0);

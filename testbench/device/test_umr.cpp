@@ -160,7 +160,7 @@ TEST_CASE("UMR QP: enable an MR-cache key with a pointed-to MTT list, RDMA throu
     CHECK((*wc)[0x37] == hca::kSyndRemoteAccess);
 }
 
-TEST_CASE("UMR QP: translation offsets load a list in pieces; checks refuse bad requests", "[umr]") {
+TEST_CASE("UMR QP: translation offsets load a list in pieces, checks refuse bad requests", "[umr]") {
     Wire w;
     Node n(w.a, 1);
     const uint32_t key = n.d.create_free_mkey(n.pd, 4);  // room for 8 entries

@@ -38,7 +38,10 @@ SUITES = {
                ["02-core-probe", "04-ib-opensm", "07-ipoib", "13-teardown"]),
     "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
     "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
-                "guests; PCI reset and re-probe", ["16-hostile"]),
+                "guests; PCI reset and the driver's recovery", ["16-hostile"]),
+    "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
+                   "the run directory's protection, the hostile guest",
+                   ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),
 }
 
 
