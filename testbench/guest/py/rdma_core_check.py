@@ -62,6 +62,9 @@ def outcomes(out):
     return res
 
 
+UNCONFIRMED = set()  # tests whose expected outcome no complete run has shown yet
+
+
 def load(path):
     """(reasons: name -> (text, why), expected: test id -> (outcome, reason name))"""
     reasons, expected = {}, {}
@@ -74,8 +77,16 @@ def load(path):
             reasons[name] = (norm(text), why)
             continue
         parts = line.split()
+        # "pass?" / "skip? NAME": not yet seen in a complete run. A different
+        # outcome is printed as a diagnostic, not checked, until a run
+        # confirms the line (drop the "?").
+        unconfirmed = len(parts) >= 2 and parts[1].endswith("?")
+        if unconfirmed:
+            parts[1] = parts[1][:-1]
         if len(parts) < 2 or parts[1] not in ("pass", "skip", "error") or (parts[1] != "pass") != (len(parts) == 3):
             raise SystemExit(f"{path}:{n}: expected 'TEST pass' or 'TEST skip|error REASON': {line}")
+        if unconfirmed:
+            UNCONFIRMED.add(parts[0])
         expected[parts[0]] = (parts[1], parts[2] if len(parts) == 3 else "")
     for test, (kind, name) in expected.items():
         if kind != "pass" and name not in reasons:
@@ -128,12 +139,19 @@ def main(out_path, exp_path):
               [f"not in the expectation file: {t} {got[t][0]}" for t in sorted(set(got) - set(expected))])
     tap.check("every test of the expectation file ran", not set(expected) - set(got),
               [f"did not run: {t}" for t in sorted(set(expected) - set(got))])
+    for test in sorted(UNCONFIRMED & set(got)):
+        kind, name = expected[test]
+        k, why = got[test]
+        same = k == kind and (kind == "pass" or matches(kind, why, reasons[name][0]))
+        print(f"# unconfirmed expectation {test} {kind}: {'seen' if same else f'got {k}: {why[:200]}'}")
     for test, (kind, name) in sorted(expected.items()):
+        if test in UNCONFIRMED:
+            continue
         if kind == "pass" and test in got:
             k, why = got[test]
             tap.check(f"{test} passes", k == "pass", [f"{k}: {why[:300]}"] if k != "pass" else [])
     for kind in ("skip", "error"):
-        tests = sorted(t for t, (k, _) in expected.items() if k == kind and t in got)
+        tests = sorted(t for t, (k, _) in expected.items() if k == kind and t in got and t not in UNCONFIRMED)
         bad = []
         for test in tests:
             k, why = got[test]
