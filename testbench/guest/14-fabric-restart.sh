@@ -1,4 +1,4 @@
-# hcasim-test: nodes=2 timeout=900
+# hcasim-test: nodes=2 timeout=900 ci=0
 # hcasim-fabric is killed (SIGKILL, as a crash) and started again while both
 # guests ping over IPoIB: the HCAs' links drop and reconnect by themselves,
 # the new SM sweeps and configures both ports again (same LIDs), IPoIB joins

@@ -1,4 +1,4 @@
-# hcasim-test: nodes=3 timeout=1200 append=iomem=relaxed
+# hcasim-test: nodes=3 timeout=1200 append=iomem=relaxed ci=0
 # A hostile guest next to two honest ones. Node 2 runs hca-hostile
 # (testbench/guest/tools): first random WQE bytes posted on real RC and UD
 # QPs through libmlx5's direct-verbs view of the send queue, then random
