@@ -27,6 +27,7 @@ struct World {
         log.set_level(Log::Level::Warn);
         FabricOptions o;
         o.sw.num_ports = 4;
+        o.sm_cfg.tid_seed = 1;  // reproducible runs: the SM's TIDs and key from a fixed seed
         fabric = std::make_unique<IbFabric>(loop, log, o);
         for (uint8_t k = 1; k <= 3; ++k) {
             test::FakeCa::Options co;

@@ -177,7 +177,14 @@ class ControlServer::Session : public std::enable_shared_from_this<ControlServer
             while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
                 line.pop_back();
             }
-            reply(cmds_.execute(line), false);
+            std::string out;
+            try {
+                out = cmds_.execute(line);
+            } catch (const std::exception &e) {
+                reply(fmt::format("error internal: {}\n", e.what()), true);  // this session ends, not the daemon
+                return;
+            }
+            reply(std::move(out), false);
         });
     }
     void reply(std::string text, bool close) {

@@ -8,7 +8,7 @@ namespace fabric {
 namespace asio = boost::asio;
 using asio::local::stream_protocol;
 
-EthHub::EthHub(asio::io_context &io, const std::string &socket_path) : acceptor_(io) {
+EthHub::EthHub(asio::io_context &io, const std::string &socket_path, Log *log) : acceptor_(io), log_(log) {
     ::unlink(socket_path.c_str());
     stream_protocol::endpoint ep(socket_path);
     acceptor_.open(ep.protocol());
@@ -22,9 +22,20 @@ void EthHub::accept() {
         if (ec) {
             return;
         }
+        if (conns_.size() >= kMaxConns) {
+            ++stats_.conns_refused;
+            if (log_ && log_->allow("eth-conns")) {
+                log_->warn("eth", "{} connections already: refusing another", kMaxConns);
+            }
+            boost::system::error_code ignored;
+            sock.close(ignored);
+            accept();
+            return;
+        }
         auto c = std::make_shared<FramedConn>(
             std::move(sock), [this](FramedConn &from, Frame f) { on_frame(from, std::move(f)); },
             [this](FramedConn &cl) { on_close(cl); });
+        c->set_log(log_, "eth");
         conns_.emplace(c->id(), c);
         c->start();
         accept();
@@ -39,6 +50,23 @@ void EthHub::on_close(FramedConn &c) {
     conns_.erase(id);
 }
 
+void EthHub::learn(const Mac &src, uint64_t conn) {
+    auto it = macs_.find(src);
+    if (it != macs_.end()) {
+        it->second = conn;
+        return;
+    }
+    if (macs_.size() >= kMaxMacs) {
+        ++stats_.macs_refused;
+        if (log_ && log_->allow("eth-macs")) {
+            log_->warn("eth", "MAC table full ({} addresses): {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} not learned",
+                       kMaxMacs, src[0], src[1], src[2], src[3], src[4], src[5]);
+        }
+        return;
+    }
+    macs_.emplace(src, conn);
+}
+
 void EthHub::on_frame(FramedConn &from, Frame f) {
     if (f->size() < 14) {
         return;
@@ -49,7 +77,7 @@ void EthHub::on_frame(FramedConn &from, Frame f) {
     std::copy_n(f->begin(), 6, dst.begin());
     std::copy_n(f->begin() + 6, 6, src.begin());
     if (!(src[0] & 1)) {
-        macs_[src] = from.id();
+        learn(src, from.id());
     }
     if (!(dst[0] & 1)) {
         auto it = macs_.find(dst);

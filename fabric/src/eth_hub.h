@@ -13,17 +13,24 @@
 #include "asio.h"
 
 #include "framed.h"
+#include "log.h"
 
 namespace fabric {
 
 class EthHub {
   public:
-    EthHub(boost::asio::io_context &io, const std::string &socket_path);
+    static constexpr size_t kMaxMacs = 4096;
+    static constexpr size_t kMaxConns = 256;
+
+    EthHub(boost::asio::io_context &io, const std::string &socket_path, Log *log = nullptr);
     size_t ports() const { return conns_.size(); }
+    size_t macs() const { return macs_.size(); }
     struct Stats {
         uint64_t frames = 0;
         uint64_t flooded = 0;
         uint64_t bytes = 0;
+        uint64_t macs_refused = 0;
+        uint64_t conns_refused = 0;
     };
     const Stats &stats() const { return stats_; }
 
@@ -32,11 +39,13 @@ class EthHub {
     void accept();
     void on_frame(FramedConn &from, Frame f);
     void on_close(FramedConn &c);
+    void learn(const Mac &src, uint64_t conn);
 
     boost::asio::local::stream_protocol::acceptor acceptor_;
     std::map<uint64_t, std::shared_ptr<FramedConn>> conns_;
     std::map<Mac, uint64_t> macs_;
     Stats stats_;
+    Log *log_;
 };
 
 }  // namespace fabric

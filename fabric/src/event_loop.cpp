@@ -1,5 +1,7 @@
 #include "event_loop.h"
 
+#include "log.h"
+
 namespace fabric {
 
 EventLoop::TimerId ManualLoop::after(uint64_t delay_us, Fn fn) {
@@ -95,6 +97,19 @@ void AsioLoop::cancel(TimerId id) {
         it->second->cancel();
     }
     timers_.erase(it);
+}
+
+void run_guarded(boost::asio::io_context &io, Log &log) {
+    for (;;) {
+        try {
+            io.run();
+            return;
+        } catch (const std::exception &e) {
+            log.warn("fabric", "a handler failed: {}; carrying on", e.what());
+        } catch (...) {
+            log.warn("fabric", "a handler failed (unknown exception); carrying on");
+        }
+    }
 }
 
 }  // namespace fabric

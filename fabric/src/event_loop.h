@@ -75,4 +75,12 @@ class AsioLoop : public EventLoop {
     std::chrono::steady_clock::time_point epoch_;
 };
 
+class Log;
+
+// Runs io until it has no more work or is stopped.  The last exception
+// barrier of the daemon: a handler that throws (a bug, out of memory) is
+// logged and the loop goes on serving every other connection; FramedConn
+// and the control sessions close only the connection at fault.
+void run_guarded(boost::asio::io_context &io, Log &log);
+
 }  // namespace fabric

@@ -33,7 +33,7 @@ void FramedConn::read_header() {
         }
         const uint32_t len = uint32_t{hdr_[0]} << 24 | uint32_t{hdr_[1]} << 16 | uint32_t{hdr_[2]} << 8 | hdr_[3];
         if (len == 0 || len > kMaxFrame) {
-            close();
+            fail(len ? "frame length above 1 MiB" : "frame length 0");
             return;
         }
         read_body(len);
@@ -50,21 +50,57 @@ void FramedConn::read_body(uint32_t len) {
         }
         auto frame = std::make_shared<const std::vector<uint8_t>>(std::move(body_));
         body_ = {};
-        on_frame_(*this, std::move(frame));
+        deliver(std::move(frame));
         if (!closed_) {
             read_header();
         }
     });
 }
 
+// The exception barrier: whatever goes wrong handling one connection's frame
+// ends that connection, never the daemon.
+void FramedConn::deliver(Frame frame) {
+    try {
+        on_frame_(*this, std::move(frame));
+    } catch (const std::exception &e) {
+        fail(e.what());
+    } catch (...) {
+        fail("unknown exception");
+    }
+}
+
+void FramedConn::fail(const char *what) {
+    if (log_) {
+        try {
+            if (log_->allow("conn-error")) {
+                log_->warn("conn", "{} #{}: {}; closing it", name_, id_, what);
+            }
+        } catch (...) {
+        }
+    }
+    try {
+        close();
+    } catch (...) {
+        // on_close_ failed too: the socket is closed already (closed_ is set).
+    }
+}
+
 void FramedConn::send(Frame f) {
     if (closed_) {
         return;
     }
-    if (queue_.size() >= kMaxQueued) {
-        ++drops_;
+    if (!f) {
         return;
     }
+    if (queue_.size() >= kMaxQueued || queued_bytes_ + f->size() > kMaxQueuedBytes) {
+        ++drops_;
+        if (log_ && log_->allow("conn-queue")) {
+            log_->warn("conn", "{} #{}: send queue full ({} frames, {} bytes), frame dropped", name_, id_,
+                       queue_.size(), queued_bytes_);
+        }
+        return;
+    }
+    queued_bytes_ += f->size();
     queue_.push_back(std::move(f));
     if (!writing_) {
         write_next();
@@ -86,9 +122,10 @@ void FramedConn::write_next() {
     auto self = shared_from_this();
     asio::async_write(sock_, bufs, [this, self](boost::system::error_code ec, size_t) {
         if (ec) {
-            close();
+            fail(ec.message().c_str());
             return;
         }
+        queued_bytes_ -= queue_.front()->size();
         queue_.pop_front();
         write_next();
     });

@@ -1,6 +1,11 @@
 // A stream connection carrying frames with a 4-byte big-endian length
 // prefix: the format of QEMU's -netdev stream/socket, used for every link
 // between a VM and the fabric.
+//
+// A connection fails alone: a bad length, a read or write error, or an
+// exception out of the frame handler closes this connection (logged) and
+// nothing else.  Its send queue is capped in frames and bytes; frames past
+// the cap are dropped, counted and logged.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +18,7 @@
 #include "asio.h"
 
 #include "frame.h"
+#include "log.h"
 
 namespace fabric {
 
@@ -25,6 +31,7 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     static constexpr uint32_t kMaxFrame = 1 << 20;
     // Frames queued for a peer that does not read are dropped past this.
     static constexpr size_t kMaxQueued = 4096;
+    static constexpr size_t kMaxQueuedBytes = 32u << 20;
 
     FramedConn(Socket sock, OnFrame on_frame, OnClose on_close);
     void start();
@@ -32,11 +39,19 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     void close();
     uint64_t id() const { return id_; }
     uint64_t drops() const { return drops_; }
+    bool closed() const { return closed_; }
+    // Where errors and refused frames are logged, and the connection's name there.
+    void set_log(Log *log, std::string name) {
+        log_ = log;
+        name_ = std::move(name);
+    }
 
   private:
     void read_header();
     void read_body(uint32_t len);
     void write_next();
+    void deliver(Frame frame);
+    void fail(const char *what);
 
     Socket sock_;
     OnFrame on_frame_;
@@ -48,7 +63,10 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     bool writing_ = false;
     bool closed_ = false;
     uint64_t drops_ = 0;
+    size_t queued_bytes_ = 0;
     uint64_t id_;
+    Log *log_ = nullptr;
+    std::string name_ = "connection";
 };
 
 }  // namespace fabric

@@ -111,11 +111,11 @@ std::string IbFabric::stats_text() const {
             fmt::format_to(std::back_inserter(s), "drop {}={}\n", drop_name(static_cast<Drop>(i)), n);
         }
     }
-    fmt::format_to(std::back_inserter(s), "sma: requests={} errors={}\n", sw_->sma().requests(),
-                   sw_->sma().errors());
+    fmt::format_to(std::back_inserter(s), "sma: requests={} errors={} mkey_violations={}\n",
+                   sw_->sma().requests(), sw_->sma().errors(), sw_->sma().mkey_discards());
     if (sm_) {
-        fmt::format_to(std::back_inserter(s), "sm: sweeps={} smps={} timeouts={}\n", sm_->sweeps(),
-                       sm_->smps_sent(), sm_->smp_timeouts());
+        fmt::format_to(std::back_inserter(s), "sm: sweeps={} smps={} timeouts={} rejected_responses={}\n",
+                       sm_->sweeps(), sm_->smps_sent(), sm_->smp_timeouts(), sm_->smps_rejected());
         const auto &st = sa_->stats();
         const auto &rs = sa_->rmpp().stats();
         fmt::format_to(std::back_inserter(s),

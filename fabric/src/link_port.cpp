@@ -63,6 +63,7 @@ class LinkServer::Port : public PortSink {
             conn_ = std::make_shared<FramedConn>(
                 std::move(sock), [this](FramedConn &, Frame f) { on_frame(std::move(f)); },
                 [this](FramedConn &c) { on_close(c); });
+            conn_->set_log(&log_, "link port " + std::to_string(num_));
             conn_->start();
             sw_.attach(num_, this);
             accept();

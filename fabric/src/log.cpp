@@ -59,12 +59,26 @@ bool Log::allow(std::string_view key) {
 }
 
 void Log::flush() {
-    if (!memory_) {
-        std::fflush(file_);
+    if (!memory_ && std::fflush(file_) != 0) {
+        ++write_errors_;
+        std::clearerr(file_);
     }
 }
 
-void Log::write(Level l, std::string_view cat, const std::string &msg) {
+// A log line that cannot be written (disk full, closed pipe) is counted and
+// lost; it never takes the daemon down.
+void Log::write(Level l, std::string_view cat, const std::string &msg) noexcept {
+    try {
+        write_line(l, cat, msg);
+    } catch (...) {
+        ++write_errors_;
+        if (!memory_) {
+            std::clearerr(file_);
+        }
+    }
+}
+
+void Log::write_line(Level l, std::string_view cat, const std::string &msg) {
     const char *lvl = l == Level::Warn ? "warning: " : "";
     if (memory_) {
         // Bounded: a test that floods the log keeps the newest lines.
@@ -82,8 +96,9 @@ void Log::write(Level l, std::string_view cat, const std::string &msg) {
     gmtime_r(&t, &tm);
     fmt::print(file_, "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z {}: {}{}\n", tm.tm_year + 1900, tm.tm_mon + 1,
                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms, cat, lvl, msg);
-    if (l != Level::Debug) {
-        std::fflush(file_);
+    if (l != Level::Debug && std::fflush(file_) != 0) {
+        ++write_errors_;
+        std::clearerr(file_);
     }
 }
 

@@ -49,6 +49,8 @@ class Log {
         write(Level::Warn, cat, fmt::format(f, std::forward<Args>(args)...));
     }
     void flush();
+    // Lines lost because the file could not be written.
+    uint64_t write_errors() const { return write_errors_; }
 
     // For lines a guest can cause (SA joins, traps, refused clients): true
     // for the first kBurst lines of a key in each second; the rest are
@@ -64,13 +66,15 @@ class Log {
     };
     std::map<std::string, Bucket, std::less<>> buckets_;
 
-    void write(Level l, std::string_view cat, const std::string &msg);
+    void write(Level l, std::string_view cat, const std::string &msg) noexcept;
+    void write_line(Level l, std::string_view cat, const std::string &msg);
 
     FILE *file_ = stdout;
     bool own_ = false;
     bool memory_ = false;
     Level level_ = Level::Info;
     std::vector<std::string> lines_;
+    uint64_t write_errors_ = 0;
 };
 
 }  // namespace fabric

@@ -45,6 +45,7 @@ struct MadAddress {
     uint8_t tclass = 0;
     uint32_t flow_label = 0;
     uint8_t hop_limit = 0;
+    uint8_t in_port = 0;  // the switch port it arrived on (0: made by the switch itself)
 };
 
 // A parsed UD packet whose payload is a MAD.  False if the packet is not a

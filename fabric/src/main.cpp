@@ -84,6 +84,9 @@ int main(int argc, char **argv) {
     opt.corrupt_pct = corrupt;
     opt.delay_us = delay_us;
 
+    // A log on a pipe nobody reads (or a peer gone mid-write) must give
+    // EPIPE, counted and survived, not SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
     boost::asio::io_context io;
     fabric::AsioLoop loop(io);
     std::unique_ptr<fabric::Log> log;
@@ -95,7 +98,7 @@ int main(int argc, char **argv) {
     try {
         log = std::make_unique<fabric::Log>(log_file);
         if (!eth_socket.empty()) {
-            eth = std::make_unique<fabric::EthHub>(io, eth_socket);
+            eth = std::make_unique<fabric::EthHub>(io, eth_socket, log.get());
         }
         if (!ib_dir.empty()) {
             ib = std::make_unique<fabric::IbFabric>(loop, *log, opt);
@@ -105,8 +108,9 @@ int main(int argc, char **argv) {
             if (!eth) {
                 return {};
             }
-            return fmt::format("eth: ports={} frames={} flooded={} bytes={}\n", eth->ports(), eth->stats().frames,
-                               eth->stats().flooded, eth->stats().bytes);
+            return fmt::format("eth: ports={} frames={} flooded={} bytes={} macs={} macs_refused={} conns_refused={}\n",
+                               eth->ports(), eth->stats().frames, eth->stats().flooded, eth->stats().bytes,
+                               eth->macs(), eth->stats().macs_refused, eth->stats().conns_refused);
         });
         if (!control_socket.empty()) {
             control = std::make_unique<fabric::ControlServer>(io, control_socket, *cmds);
@@ -161,6 +165,6 @@ int main(int argc, char **argv) {
     }
     log->info("hcasim-fabric", "listening{}", what);
     log->flush();
-    io.run();
+    fabric::run_guarded(io, *log);
     return 0;
 }

@@ -45,6 +45,10 @@ bool RmppSender::start(const MadAddress &to, const Mad &header, std::vector<uint
     } else if (transfers_.size() >= cfg_.max_transfers) {
         // Bounded: the oldest transfer (lowest key) gives way.
         auto victim = transfers_.begin();
+        if (log_.allow("rmpp-caps")) {
+            log_.warn("rmpp", "{} transfers in flight: aborting the one to LID {} TID {:#x}", cfg_.max_transfers,
+                      victim->second.to.dlid, std::get<2>(victim->first));
+        }
         loop_.cancel(victim->second.timer);
         transfers_.erase(victim);
         ++stats_.aborted;

@@ -172,6 +172,11 @@ void SubnetAdmin::respond(const MadAddress &from, const Mad &req, Answer a) {
     if (a.status == 0 && a.records.size() > cfg_.max_records) {
         a.status = mad::kSaNoResources;
     }
+    if (a.status == mad::kSaNoResources && log_.allow("sa-caps")) {
+        // A cap refused it: too many records, multicast groups or members.
+        log_.warn("sa", "attr {:#06x} from LID {}: no resources ({} records, cap {})", get16(req, mad::kAttrId),
+                  from.slid, a.records.size(), cfg_.max_records);
+    }
     if (a.status == 0 && method == mad::kGet) {
         // IBA 15.4.1 (C15-0.1.30): a Get answers exactly one record.
         if (a.records.empty()) {
@@ -204,6 +209,10 @@ void SubnetAdmin::respond(const MadAddress &from, const Mad &req, Answer a) {
             return;
         }
         set16(r, mad::kStatus, mad::kSaNoResources);
+        if (log_.allow("sa-caps")) {
+            log_.warn("sa", "attr {:#06x} from LID {}: {} bytes of records, above the RMPP cap",
+                      get16(req, mad::kAttrId), from.slid, a.records.size() * a.rec_size);
+        }
     } else if (a.status == 0) {
         std::copy_n(a.records.front().begin(), std::min(a.records.front().size(), mad::sa::kDataSize),
                     r.begin() + mad::sa::kData);
@@ -292,6 +301,9 @@ SubnetAdmin::Answer SubnetAdmin::port_info_records(const Mad &req) {
         set16(rec, 0, lid);
         rec[2] = port_num;
         std::copy_n(p.begin(), 64, rec.begin() + 4);
+        // The M_Key only to a requester with the SM_Key (IBA 15.2.5.3);
+        // this SA trusts nobody, so a guest never learns the switch's key.
+        set64(std::span<uint8_t>(rec).subspan(4), pi::kMkey, 0);
         a.records.push_back(std::move(rec));
     };
     for (const Endport &e : sm_.endports()) {

@@ -145,12 +145,49 @@ void SwitchSma::port_info(uint8_t port, std::span<uint8_t> d, uint8_t local_port
     d[pi::kLocalPhyOverrunErrors] = p.pi.error_thresholds;
 }
 
+SwitchSma::MkeyCheck SwitchSma::check_mkey(const Mad &req, uint8_t in_port) {
+    SwitchPortInfo &p0 = sw_.port(0).pi;
+    const uint64_t now = sw_.now_us();
+    if (lease_end_us_ && now >= lease_end_us_) {
+        // 14.2.4.2: nobody with the key answered within the lease.
+        lease_end_us_ = 0;
+        p0.mkey_protect = 0;
+        sw_.log().warn("sma", "M_Key lease expired: M_KeyProtectBits now 0");
+    }
+    const uint8_t method = req[mad::kMethod];
+    if (p0.mkey == 0 || get64(req, mad::smp::kMkey) == p0.mkey) {
+        lease_end_us_ = 0;  // a valid Get/Set/TrapRepress stops the lease timer
+        return MkeyCheck::Pass;
+    }
+    if (method == mad::kGet && p0.mkey_protect < 2) {
+        return p0.mkey_protect == 1 ? MkeyCheck::HideKey : MkeyCheck::Pass;
+    }
+    if (p0.mkey_violations != 0xffff) {
+        ++p0.mkey_violations;
+    }
+    ++mkey_discards_;
+    if (!lease_end_us_ && p0.mkey_lease_period) {
+        lease_end_us_ = now + uint64_t{p0.mkey_lease_period} * 1000000;
+    }
+    if (sw_.log().allow("mkey")) {
+        sw_.log().warn("sma", "M_Key violation: {} attr {:#06x} mod {:#x} from port {} discarded",
+                       method == mad::kSet ? "Set" : method == mad::kGet ? "Get" : "TrapRepress",
+                       get16(req, mad::kAttrId), get32(req, mad::kAttrMod), in_port);
+    }
+    return MkeyCheck::Discard;
+}
+
 std::optional<Mad> SwitchSma::process(const Mad &req, uint8_t in_port) {
     const uint8_t method = req[mad::kMethod];
-    if (is_response(method) || method == mad::kTrap || method == mad::kTrapRepress) {
+    if (is_response(method) || method == mad::kTrap) {
         return std::nullopt;
     }
     ++requests_;
+    const bool checked = method == mad::kGet || method == mad::kSet || method == mad::kTrapRepress;
+    const MkeyCheck mk = checked ? check_mkey(req, in_port) : MkeyCheck::Pass;
+    if (mk == MkeyCheck::Discard || method == mad::kTrapRepress) {
+        return std::nullopt;  // the switch sends no traps: a TrapRepress needs no answer
+    }
     Mad resp = req;
     resp[mad::kMethod] = mad::kGet | mad::kResp;
     const bool is_dr = req[mad::kMgmtClass] == mad::kClassSubnDr;
@@ -163,6 +200,9 @@ std::optional<Mad> SwitchSma::process(const Mad &req, uint8_t in_port) {
     } else {
         Data data(resp.data() + mad::smp::kData, 64);
         status = do_attr(method, get16(req, mad::kAttrId), get32(req, mad::kAttrMod), data, in_port);
+        if (mk == MkeyCheck::HideKey && get16(req, mad::kAttrId) == mad::kAttrPortInfo) {
+            set64(data, pi::kMkey, 0);  // protect level 1: the key stays secret
+        }
     }
     if (status != kOk) {
         ++errors_;

@@ -4,7 +4,19 @@
 // Disabled/Polling), Get/Set of the forwarding tables program the switch.
 // Errors get the MAD status codes of IBA 13.4.7.2: 0x0004 bad version,
 // 0x0008 unsupported method, 0x000C unsupported method/attribute, 0x001C
-// invalid attribute field or modifier.  M_Key protection is not enforced.
+// invalid attribute field or modifier.
+//
+// M_Key (IBA 14.2.4): port 0's PortInfo:M_Key protects the whole switch.
+// An SMP whose M_Key does not match a non-zero key is checked against
+// M_KeyProtectBits (Table 125 of 14.2.4.1):
+//   0: Get answered (PortInfo shows the key); Set, TrapRepress discarded
+//   1: Get answered with PortInfo:M_Key 0; Set, TrapRepress discarded
+//   2, 3: Get, Set, TrapRepress discarded
+// A discarded SMP gets no response and counts in PortInfo:M_KeyViolations
+// (saturating at 0xffff).  The M_Key lease (14.2.4.2) starts at a violation
+// when M_KeyLeasePeriod is non-zero; an SMP with the right key stops it and
+// at its end M_KeyProtectBits fall to 0.  Lease period 0 = infinite.  No
+// Bad M_Key trap is sent: the violation is logged (rate-limited) instead.
 #pragma once
 
 #include <array>
@@ -51,9 +63,12 @@ class SwitchSma {
 
     uint64_t requests() const { return requests_; }
     uint64_t errors() const { return errors_; }
+    uint64_t mkey_discards() const { return mkey_discards_; }
 
   private:
     using Data = std::span<uint8_t, 64>;
+    enum class MkeyCheck : uint8_t { Pass, HideKey, Discard };
+    MkeyCheck check_mkey(const Mad &req, uint8_t in_port);
     uint16_t do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d, uint8_t in_port);
     uint16_t port_info_set(uint8_t port, std::span<const uint8_t, 64> in);
     uint16_t switch_info_set(std::span<const uint8_t, 64> in);
@@ -71,6 +86,8 @@ class SwitchSma {
     std::map<uint32_t, std::array<uint8_t, 64>> vlarb_;   // (block << 16) | port
     uint64_t requests_ = 0;
     uint64_t errors_ = 0;
+    uint64_t mkey_discards_ = 0;
+    uint64_t lease_end_us_ = 0;  // 0: the M_Key lease timer is not running
 };
 
 }  // namespace fabric

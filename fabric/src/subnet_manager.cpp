@@ -55,8 +55,12 @@ PortState pi_state(const std::array<uint8_t, 64> &d) {
 
 SubnetManager::SubnetManager(IbSwitch &sw, EventLoop &loop, Log &log, const Config &cfg)
     : sw_(sw), loop_(loop), log_(log), cfg_(cfg), ports_(size_t{sw.num_ports()} + 1) {
-    // TIDs: "SM" in the upper half, a counter below.
-    next_tid_ = uint64_t{0x534d0000} << 32;
+    std::random_device rd;
+    auto draw = [&rd] { return uint64_t{rd()} << 32 | rd(); };
+    tid_rng_.seed(cfg_.tid_seed ? cfg_.tid_seed : draw());
+    while (cfg_.switch_mkey == 0) {
+        cfg_.switch_mkey = cfg_.tid_seed ? tid_rng_() : draw();
+    }
 }
 
 SubnetManager::~SubnetManager() {
@@ -142,83 +146,6 @@ void SubnetManager::set_state(uint8_t port, CaState s) {
         log_.debug("sm", "port {}: {} -> {}", port, ca_state_name(c.state), ca_state_name(s));
         c.state = s;
     }
-}
-
-// --- SMP transport ---
-
-void SubnetManager::smp(std::span<const uint8_t> path, uint8_t method, uint16_t attr, uint32_t mod,
-                        const std::array<uint8_t, 64> *data, SmpCallback cb) {
-    const uint64_t tid = ++next_tid_;
-    Pending p;
-    init_dr_smp(p.req, method, tid, attr, mod, path);
-    if (data) {
-        std::copy(data->begin(), data->end(), p.req.begin() + mad::smp::kData);
-    }
-    p.cb = std::move(cb);
-    pending_.emplace(tid, std::move(p));
-    send_pending(tid);
-}
-
-void SubnetManager::send_pending(uint64_t tid) {
-    Pending &p = pending_.at(tid);
-    ++p.tries;
-    ++smps_sent_;
-    ++act_count_;
-    MadAddress to;
-    to.slid = sw_.lid() ? sw_.lid() : iba::kPermissiveLid;
-    to.dlid = iba::kPermissiveLid;  // IBA 14.2.2: the directed part uses the permissive DLID
-    to.src_qp = 0;
-    to.dst_qp = 0;
-    p.timer = loop_.after(cfg_.smp_timeout_us, [this, tid] { on_timeout(tid); });
-    // Retries resend the same TID (IBA 13.4.6.2).
-    sw_.send_local(mad_packet(to, p.req, static_cast<uint32_t>(tid & 0xffffff)));
-}
-
-void SubnetManager::on_timeout(uint64_t tid) {
-    auto it = pending_.find(tid);
-    if (it == pending_.end()) {
-        return;
-    }
-    it->second.timer = 0;
-    if (it->second.tries <= cfg_.retries) {
-        send_pending(tid);
-        return;
-    }
-    ++smp_timeouts_;
-    SmpCallback cb = std::move(it->second.cb);
-    pending_.erase(it);
-    cb(nullptr);
-}
-
-void SubnetManager::on_mad(const MadAddress &from, const Mad &m) {
-    const uint8_t method = m[mad::kMethod];
-    if (m[mad::kMgmtClass] == mad::kClassSubnLid && method == mad::kTrap) {
-        // IBA 14.2.5.1: acknowledge with TrapRepress; a trap means something
-        // changed, so look at the subnet again.
-        if (log_.allow("sm")) {
-            log_.info("sm", "trap {} from LID {}", get16(m, mad::smp::kData + 4), from.slid);
-        }
-        Mad r = m;
-        r[mad::kMethod] = mad::kTrapRepress;
-        set16(r, mad::kStatus, 0);
-        MadAddress to;
-        to.slid = sw_.lid();
-        to.dlid = from.slid;
-        sw_.send_local(mad_packet(to, r));
-        request_sweep();
-        return;
-    }
-    if (!is_response(method)) {
-        return;
-    }
-    auto it = pending_.find(get64(m, mad::kTid));
-    if (it == pending_.end()) {
-        return;  // a late answer to a request that already timed out
-    }
-    loop_.cancel(it->second.timer);
-    SmpCallback cb = std::move(it->second.cb);
-    pending_.erase(it);
-    cb(&m);
 }
 
 uint16_t SubnetManager::sm_info(std::span<uint8_t, 64> d, bool set) {
@@ -316,7 +243,8 @@ void SubnetManager::configure_switch(std::function<void()> then) {
         auto d = data_of(*r);
         const PortState st = pi_state(d);
         const bool ok = get16(d, pi::kLid) == cfg_.sm_lid && get16(d, pi::kMasterSmLid) == cfg_.sm_lid &&
-                        st == PortState::Active &&
+                        st == PortState::Active && get64(d, pi::kMkey) == cfg_.switch_mkey &&
+                        (d[pi::kMkeyProtLmc] >> 6) == cfg_.mkey_protect &&
                         (d[pi::kClientReregSubnetTimeout] & 0x1f) == cfg_.subnet_timeout;
         auto switch_info = [this, ep, then] {
             // 2. SwitchInfo: LinearFDBTop, LifeTimeValue, clear PortStateChange.
@@ -349,13 +277,15 @@ void SubnetManager::configure_switch(std::function<void()> then) {
             switch_info();
             return;
         }
-        set64(d, pi::kMkey, 0);
+        // The switch's M_Key: only this SM may Set from now on.
+        set64(d, pi::kMkey, cfg_.switch_mkey);
+        set16(d, pi::kMkeyLeasePeriod, 0);
         set64(d, pi::kGidPrefix, kGidPrefix);
         set16(d, pi::kLid, cfg_.sm_lid);
         set16(d, pi::kMasterSmLid, cfg_.sm_lid);
         d[pi::kLinkWidthEnabled] = 0;
         d[pi::kPortPhysStateLinkDown] = 0;
-        d[pi::kMkeyProtLmc] = 0;
+        d[pi::kMkeyProtLmc] = static_cast<uint8_t>((cfg_.mkey_protect & 3) << 6);  // LMC 0
         d[pi::kLinkSpeedActiveEnabled] &= 0xf0;
         d[pi::kNeighborMtuMasterSmSl] &= 0xf0;  // MasterSMSL 0
         d[pi::kClientReregSubnetTimeout] = cfg_.subnet_timeout;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,14 @@ class SubnetManager {
         uint8_t subnet_timeout = 18;
         uint8_t life_time = 18;     // SwitchInfo:LifeTimeValue
         uint8_t priority = 15;      // SMInfo
+        // The switch's M_Key (0: a random one) and M_KeyProtectBits: 1 lets
+        // anyone Get (ibnetdiscover in a guest) but hides the key, so only
+        // this SM can Set.  Lease period 0: the protection never lapses.
+        uint64_t switch_mkey = 0;
+        uint8_t mkey_protect = 1;
+        // TIDs come from a generator seeded with this (0: std::random_device),
+        // so a guest cannot predict them and answer in the CA's place.
+        uint64_t tid_seed = 0;
     };
     using SmpCallback = std::function<void(const Mad *resp)>;  // nullptr: timed out
 
@@ -97,6 +106,8 @@ class SubnetManager {
     uint64_t sweeps() const { return sweeps_; }
     uint64_t smps_sent() const { return smps_sent_; }
     uint64_t smp_timeouts() const { return smp_timeouts_; }
+    uint64_t smps_rejected() const { return smps_rejected_; }
+    uint64_t switch_mkey() const { return cfg_.switch_mkey; }
 
     // The SA's view: the switch port 0 and every Active CA port.
     std::vector<Endport> endports() const;
@@ -114,6 +125,7 @@ class SubnetManager {
   private:
     struct Pending {
         Mad req;
+        uint8_t port = 0;  // where the response must arrive: path[1], or 0 for the switch
         unsigned tries = 0;
         EventLoop::TimerId timer = 0;
         SmpCallback cb;
@@ -134,6 +146,8 @@ class SubnetManager {
     void smp(std::span<const uint8_t> path, uint8_t method, uint16_t attr, uint32_t mod,
              const std::array<uint8_t, 64> *data, SmpCallback cb);
     void send_pending(uint64_t tid);
+    uint64_t new_tid();
+    bool response_matches(const Pending &p, const MadAddress &from, const Mad &m);
     void on_mad(const MadAddress &from, const Mad &m);
     void on_timeout(uint64_t tid);
     void on_link(uint8_t port, bool up);
@@ -167,7 +181,7 @@ class SubnetManager {
     Config cfg_;
     std::vector<PortCtl> ports_;
     std::map<uint64_t, Pending> pending_;
-    uint64_t next_tid_ = 0;
+    std::mt19937_64 tid_rng_;
     uint64_t epoch_ = 0;
     bool started_ = false;
     bool sweeping_ = false;
@@ -177,6 +191,7 @@ class SubnetManager {
     uint64_t sweeps_ = 0;
     uint64_t smps_sent_ = 0;
     uint64_t smp_timeouts_ = 0;
+    uint64_t smps_rejected_ = 0;
     uint32_t act_count_ = 0;
     std::map<uint16_t, ForwardingTables::PortSet> mcast_;
     std::function<void(uint64_t)> port_removed_;

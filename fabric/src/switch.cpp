@@ -35,6 +35,7 @@ const char *drop_name(Drop d) {
     case Drop::NoQp: return "no-qp";
     case Drop::BadQkey: return "bad-qkey";
     case Drop::BadPkey: return "bad-pkey";
+    case Drop::QueueFull: return "queue-full";
     case Drop::kCount: break;
     }
     return "?";
@@ -640,6 +641,7 @@ void IbSwitch::deliver_smp_local(Ingress &in, const Mad &m, bool to_sm, Verdict 
     a.pkey = in.v.pkey();
     a.src_qp = 0;
     a.dst_qp = 0;
+    a.in_port = in.originated ? 0 : in.port;
     if (to_sm) {
         if (!sm_handler_) {
             drop(in, v, Drop::NoSm);
@@ -706,6 +708,15 @@ void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v
         return;
     }
     // A delay line per port keeps the packets in order.
+    if (p.delayed.size() >= kMaxDelayed) {
+        ++p.ctr.xmit_discards;
+        ++drops_[static_cast<size_t>(Drop::QueueFull)];
+        v.lost.set(port);
+        if (log_.allow("delay-full")) {
+            log_.warn("switch", "port {}: delay line full ({} packets), packet dropped", port, kMaxDelayed);
+        }
+        return;
+    }
     ++p.ctr.fault_delayed;
     p.delayed.emplace_back(loop_.now_us() + fc.delay_us, std::move(out));
     if (!p.delay_timer) {

@@ -76,6 +76,7 @@ enum class Drop : uint8_t {
     NoQp,             // management port: no such QP
     BadQkey,
     BadPkey,
+    QueueFull,        // an egress delay line at its cap (IbSwitch::kMaxDelayed)
     kCount,
 };
 const char *drop_name(Drop d);
@@ -150,6 +151,8 @@ struct SwitchPort {
 
 class IbSwitch {
   public:
+    // Packets one egress delay line holds; more are dropped (and logged).
+    static constexpr size_t kMaxDelayed = 16384;
     // Received MADs for the management port's SM (returning SMPs, traps,
     // LID-routed responses) and QP1 (GSI: the SA and other classes).
     using MadHandler = std::function<void(const MadAddress &, const Mad &)>;
@@ -165,6 +168,8 @@ class IbSwitch {
     uint64_t node_guid() const { return cfg_.node_guid; }
     uint16_t lid() const { return ports_[0].pi.lid; }
     bool is_local_lid(uint16_t lid) const;
+    uint64_t now_us() const { return loop_.now_us(); }
+    Log &log() { return log_; }
 
     // --- the device side of external ports (1..N) ---
     // A device connected: the physical link comes up unless the port is

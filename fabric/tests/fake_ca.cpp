@@ -116,6 +116,9 @@ void FakeCa::handle(uint64_t id, std::vector<uint8_t> pkt) {
 // --- SMA ---
 
 void FakeCa::handle_smp(const iba::PacketView &v, Mad m) {
+    if (opt_.record && !is_response(m[mad::kMethod]) && smp_requests_.size() < 10000) {
+        smp_requests_.push_back(m);
+    }
     if (!opt_.answer_smps) {
         return;
     }
@@ -295,6 +298,7 @@ uint64_t FakeCa::send_dr_smp(std::span<const uint8_t> path, uint8_t method, uint
     Mad m;
     const uint64_t tid = ++next_tid_;
     init_dr_smp(m, method, tid, attr, attr_mod, path);
+    set64(m, mad::smp::kMkey, opt_.smp_mkey);
     std::copy_n(data.begin(), std::min<size_t>(data.size(), 64), m.begin() + mad::smp::kData);
     // C14-9:1 at the sending CA: advance the hop pointer, leave by
     // InitialPath[1] (this CA's only port).

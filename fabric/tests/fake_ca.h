@@ -38,6 +38,8 @@ class FakeCa : public PortSink {
         bool rmpp_ack = true;
         // Keep what arrives (tests); the fuzzer turns this off.
         bool record = true;
+        // The M_Key this CA's SM puts in the SMPs it sends.
+        uint64_t smp_mkey = 0;
     };
     struct PortInfoSet {
         PortState requested;  // PortState field of the Set
@@ -108,6 +110,8 @@ class FakeCa : public PortSink {
     uint64_t send_dr_smp(std::span<const uint8_t> path, uint8_t method, uint16_t attr, uint32_t attr_mod,
                          std::span<const uint8_t> data = {}, uint16_t lrh_slid = iba::kPermissiveLid);
     std::vector<Mad> &smp_responses() { return smp_responses_; }
+    // SMP requests that reached this CA (answered or not).
+    const std::vector<Mad> &smp_requests() const { return smp_requests_; }
     const Mad *smp_response(uint64_t tid) const;
 
     // Data packets.
@@ -152,6 +156,7 @@ class FakeCa : public PortSink {
     std::vector<Received> received_;
     std::vector<SaResponse> sa_responses_;
     std::vector<Mad> smp_responses_;
+    std::vector<Mad> smp_requests_;
     struct RmppRx {
         SaResponse resp;
         uint32_t expected = 1;

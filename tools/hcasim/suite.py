@@ -38,6 +38,9 @@ SUITES = {
     "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
     "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
+    "robustness": ("the host side under a wrong or hostile guest: fabric restart, "
+                   "the run directory's protection, the hostile guest",
+                   ["14-fabric-restart", "15-harness", "16-hostile"]),
 }
 
 

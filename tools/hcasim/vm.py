@@ -1,6 +1,8 @@
 """Booting hcasim VMs: the fabric daemon, one QEMU per node with the
 mlx5-hca device, the management network, the run directory."""
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from hcasim import rundir
 from hcasim.build import artifacts
 from hcasim.common import ROOT, RUNS, say
 
@@ -65,26 +68,35 @@ class Cluster:
         # Unix socket paths must stay short: keep them out of the run dir.
         self.sock_dir = Path(tempfile.mkdtemp(prefix="hcasim-"))
         self.fabric = None
+        self.fabric_log = None
+        self.fabric_starts = 0
         self.vms = []
         self.logs = []
 
     # -- processes -------------------------------------------------------
 
     def start_fabric(self):
+        """Starts hcasim-fabric; again after restart_fabric().  Every file
+        it opens by name is created before any guest runs (a restarted
+        fabric gets no capture file: the guests could have planted one)."""
         ready = self.sock_dir / "fabric.ready"
-        log = open(self.run_dir / "fabric.log", "w")
-        self.logs.append(log)
+        ready.unlink(missing_ok=True)
+        if self.fabric_log is None:
+            self.fabric_log = open(self.run_dir / "fabric.log", "w")
+            self.logs.append(self.fabric_log)
         cmd = [self.art["fabric"], "--eth-socket", self.sock_dir / "mgmt.sock", "--ready-file", ready]
         if self.opts.fabric:
             cmd += ["--ib-ports", str(self.opts.nodes), "--ib-socket-dir", self.sock_dir,
                     "--control-socket", self.control_socket()]
             if not self.opts.builtin_sm:
                 cmd.append("--no-sm")
-            if self.opts.capture:
+            if self.opts.capture and self.fabric_starts == 0:
                 cmd += ["--capture", self.run_dir / "fabric.pcapng"]
             cmd += self.opts.fabric_args
-        (self.run_dir / "fabric-cmdline.txt").write_text(" ".join(str(c) for c in cmd) + "\n")
-        self.fabric = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
+        if self.fabric_starts == 0:
+            (self.run_dir / "fabric-cmdline.txt").write_text(" ".join(str(c) for c in cmd) + "\n")
+        self.fabric_starts += 1
+        self.fabric = subprocess.Popen([str(c) for c in cmd], stdout=self.fabric_log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
         for _ in range(200):
             if ready.exists():
@@ -93,6 +105,16 @@ class Cluster:
                 raise RuntimeError(f"hcasim-fabric exited; see {self.run_dir / 'fabric.log'}")
             time.sleep(0.025)
         raise RuntimeError("hcasim-fabric did not start")
+
+    def restart_fabric(self):
+        """Kills hcasim-fabric (SIGKILL, as a crash) and starts it again with
+        the same sockets: the HCAs reconnect their links, the new SM sweeps.
+        The management Ethernet does not come back (QEMU 7.2's -netdev stream
+        does not reconnect)."""
+        if self.fabric and self.fabric.poll() is None:
+            self.fabric.kill()
+            self.fabric.wait()
+        self.start_fabric()
 
     def control_socket(self):
         return self.sock_dir / "fabric.ctl"
@@ -121,7 +143,11 @@ class Cluster:
             "-display", "none", "-vga", "none", "-nic", "none",
             *boot, "-append", append.strip(),
             "-drive", f"file={a['rootfs']},format=raw,if=virtio,snapshot=on",
-            "-virtfs", f"local,path={self.run_dir},mount_tag=hcasim,security_model=none,id=hcasim",
+            # mapped-xattr: what the guest creates is a regular file on the
+            # host whatever it is in the guest (symlink, fifo, device node;
+            # owner and mode live in user.virtfs.* xattrs), so the host never
+            # follows a guest's link or opens a guest's device.
+            "-virtfs", f"local,path={self.run_dir},mount_tag=hcasim,security_model=mapped-xattr,id=hcasim",
             "-netdev", f"stream,id=mgmt,server=off,addr.type=unix,addr.path={self.sock_dir / 'mgmt.sock'}",
             "-device", f"virtio-net-pci,netdev=mgmt,mac=52:54:00:77:00:{i + 1:02x},romfile=",
             "-device", "pcie-root-port,id=rp0,chassis=1,slot=0,x-speed=8,x-width=16",
@@ -189,14 +215,15 @@ class Cluster:
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
-def fabric_command(sock_path, line, timeout=10.0):
-    """Sends one command to the fabric's control socket; returns its reply."""
+def fabric_command(sock_path, line, timeout=10.0, limit=1 << 20):
+    """Sends one command to the fabric's control socket; returns its reply
+    (at most limit bytes)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(sock_path))
         s.sendall(line.strip().encode() + b"\n")
         reply = b""
-        while True:
+        while len(reply) < limit:
             chunk = s.recv(65536)
             if not chunk:
                 break
@@ -205,40 +232,124 @@ def fabric_command(sock_path, line, timeout=10.0):
             last = text.rstrip("\n").split("\n")[-1]
             if last == "ok" or last.startswith("error"):
                 break
-        return reply.decode(errors="replace")
+        return reply[:limit].decode(errors="replace")
 
 
 class ControlRelay(threading.Thread):
     """Lets guest scripts drive the fabric: a guest writes a command to
     /hcasim/fabric-requests/<name>.req (the run directory is shared), the
-    relay runs it on the control socket and writes <name>.rep."""
+    relay runs it on the control socket and writes <name>.rep.  One command
+    is the harness's own: `harness fabric-restart` kills and restarts
+    hcasim-fabric (at most MAX_RESTARTS times a run).
 
-    def __init__(self, run_dir, sock_path):
+    The guest owns that directory, so the relay opens nothing it did not
+    create: it works relative to a directory fd it opened when it made the
+    directory, reads requests with O_NOFOLLOW and at most MAX_REQUEST
+    bytes, refuses links, fifos, devices and odd names (answering "error
+    refused"), and writes replies as new files renamed over the .rep entry."""
+
+    MAX_REQUEST = 4096
+    MAX_PER_ROUND = 64
+    MAX_RESTARTS = 5
+    NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.req")
+
+    def __init__(self, run_dir, sock_path, cluster=None):
         super().__init__(daemon=True)
-        self.dir = run_dir / "fabric-requests"
-        self.dir.mkdir(exist_ok=True)
         self.sock_path = sock_path
+        self.cluster = cluster
+        self.restarts = 0
         self.stopping = threading.Event()
-        self.log = open(run_dir / "fabric-requests.log", "a")
+        self.run_fd = rundir.open_dir(run_dir)
+        os.mkdir("fabric-requests", 0o777, dir_fd=self.run_fd)
+        os.chmod("fabric-requests", 0o777, dir_fd=self.run_fd, follow_symlinks=False)
+        self.dir_fd = rundir.open_dir("fabric-requests", dir_fd=self.run_fd)
+        self.log = rundir.create_file(self.run_fd, "fabric-requests.log")
 
     def run(self):
         while not self.stopping.wait(0.1):
-            for req in sorted(self.dir.glob("*.req")):
-                line = req.read_text().strip()
-                try:
-                    reply = fabric_command(self.sock_path, line)
-                except OSError as e:
-                    reply = f"error {e}\n"
-                self.log.write(f"{time.strftime('%H:%M:%S')} {line} -> {reply.strip()}\n")
-                self.log.flush()
-                tmp = req.with_suffix(".tmp")
-                tmp.write_text(reply)
-                tmp.rename(req.with_suffix(".rep"))
-                req.unlink()
+            try:
+                self.poll()
+            except Exception as e:  # the relay outlives whatever a guest put there
+                self._log(f"relay error: {type(e).__name__}: {e}")
+
+    def poll(self):
+        names = sorted(n for n in os.listdir(self.dir_fd) if n.endswith(".req"))
+        for name in names[:self.MAX_PER_ROUND]:
+            self.serve(name)
+
+    def serve(self, name):
+        if not self.NAME.fullmatch(name):
+            self._log(f"refused request name {name[:120]!r}")
+            rundir.remove(self.dir_fd, name)
+            return
+        try:
+            data = rundir.read_file(self.dir_fd, name, self.MAX_REQUEST)
+            line = data.decode("ascii").strip()
+            if "\n" in line or not line.isprintable():
+                raise rundir.Refused(0, f"{name}: not one printable ASCII line")
+        except (rundir.Refused, UnicodeDecodeError) as e:
+            line, reply = None, f"error refused: {e}\n"
+        if line is not None:
+            reply = self.execute(line)
+        self._log(f"{(line or name)[:200]} -> {reply.strip()[:400]}")
+        stem = name[:-len(".req")]
+        try:
+            rundir.write_file(self.dir_fd, stem + ".rep", reply.encode(), tmp_suffix=".relay-tmp")
+        except OSError as e:
+            self._log(f"cannot write {stem}.rep: {e}")
+        rundir.remove(self.dir_fd, name)
+
+    def execute(self, line):
+        if line.split()[:1] == ["harness"]:
+            if line.split() != ["harness", "fabric-restart"] or not self.cluster:
+                return "error the harness knows only 'harness fabric-restart'\n"
+            if self.restarts >= self.MAX_RESTARTS:
+                return f"error at most {self.MAX_RESTARTS} fabric restarts a run\n"
+            self.restarts += 1
+            try:
+                self.cluster.restart_fabric()
+            except (OSError, RuntimeError) as e:
+                return f"error restart failed: {e}\n"
+            return f"restarted hcasim-fabric (pid {self.cluster.fabric.pid})\nok\n"
+        try:
+            return fabric_command(self.sock_path, line)
+        except OSError as e:
+            return f"error {e}\n"
+
+    def _log(self, text):
+        self.log.write(f"{time.strftime('%H:%M:%S')} {text}\n".encode(errors="replace"))
+        self.log.flush()
 
     def stop(self):
         self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=5)
         self.log.close()
+        os.close(self.dir_fd)
+        os.close(self.run_fd)
+
+
+def make_canary(run_dir):
+    """A file outside the run directory with a secret token, next to a
+    record of it (<run>.host/canary, canary.stat): 15-harness plants links
+    to it and its host check verifies nothing read or changed it.  The
+    guests learn its path from host-paths.txt, never its contents."""
+    host_dir = run_dir.with_name(run_dir.name + ".host")
+    host_dir.mkdir()
+    canary = host_dir / "canary"
+    canary.write_text(f"hcasim canary {secrets.token_hex(16)}\n")
+    st = canary.stat()
+    (host_dir / "canary.stat").write_text(f"{st.st_ctime_ns} {st.st_mtime_ns} {st.st_size}\n")
+    (run_dir / "host-paths.txt").write_text(f"run_dir={run_dir}\ncanary={canary}\n")
+
+
+def read_result(run_fd, rel, limit):
+    """A guest-written result file, or None if it is missing, not a regular
+    file (a planted link, fifo, device) or larger than limit."""
+    try:
+        return rundir.read_path(run_fd, rel, limit).decode(errors="replace")
+    except OSError:
+        return None
 
 
 @dataclass
@@ -272,6 +383,7 @@ def run_script(script, opts, name="run", quiet=False):
         shutil.copytree(tools, run_dir / "tools")
     art = artifacts()
     shutil.copy(art["manifest"], run_dir / "image-manifest.txt")
+    make_canary(run_dir)
     cluster = Cluster(run_dir, opts)
     if not quiet:
         say(f"booting {opts.nodes} node(s); run directory {run_dir}")
@@ -280,7 +392,7 @@ def run_script(script, opts, name="run", quiet=False):
     try:
         cluster.start_fabric()
         if opts.fabric:
-            relay = ControlRelay(run_dir, cluster.control_socket())
+            relay = ControlRelay(run_dir, cluster.control_socket(), cluster)
             relay.start()
         for i in range(opts.nodes):
             cluster.start_vm(i, "run")
@@ -290,13 +402,16 @@ def run_script(script, opts, name="run", quiet=False):
             relay.stop()
         cluster.stop()
     results = []
-    for i in range(opts.nodes):
-        nd = run_dir / f"node{i}"
-        code_file = nd / "exit-code"
-        code = int(code_file.read_text().strip()) if code_file.exists() else None
-        out = (nd / "output.log").read_text(errors="replace") if (nd / "output.log").exists() else ""
-        results.append(NodeResult(i, code, i in timed_out, out))
-    (run_dir / "wall-seconds").write_text(f"{time.monotonic() - t0:.1f}\n")
+    run_fd = rundir.open_dir(run_dir)
+    try:
+        for i in range(opts.nodes):
+            code_text = read_result(run_fd, f"node{i}/exit-code", 64)
+            code = int(code_text.strip()) if code_text and code_text.strip().lstrip("-").isdigit() else None
+            out = read_result(run_fd, f"node{i}/output.log", 64 << 20) or ""
+            results.append(NodeResult(i, code, i in timed_out, out))
+        rundir.write_file(run_fd, "wall-seconds", f"{time.monotonic() - t0:.1f}\n".encode())
+    finally:
+        os.close(run_fd)
     return run_dir, results
 
 

@@ -1,0 +1,161 @@
+"""The harness keeps guests in their run directory: the fabric control relay
+(tools/hcasim/vm.py) and the result readers against what a guest can plant
+in the shared run directory — symlinks to host files, fifos, huge files, a
+directory swapped for a link.  Real host symlinks and fifos here, i.e. what
+a guest could make with 9p security_model=none; the relay must not rely on
+the 9p model."""
+import os
+import socket
+import tempfile
+import threading
+import time
+import unittest
+from pathlib import Path
+
+from hcasim import rundir, vm
+
+
+class FakeFabric(threading.Thread):
+    """A control socket that answers every line with "ok" and keeps the lines."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.lines = []
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(str(path))
+        self.srv.listen()
+        self.srv.settimeout(0.2)
+        self.stopping = False
+
+    def run(self):
+        while not self.stopping:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                continue
+            with c:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.lines.append(data.decode(errors="replace"))
+                c.sendall(b"ok\n")
+
+
+class RelayTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="hcasim-harness-"))
+        self.run_dir = self.tmp / "run"
+        self.run_dir.mkdir()
+        self.outside = self.tmp / "outside"
+        self.outside.mkdir()
+        self.canary = self.outside / "canary"
+        self.canary.write_text("SECRET-CANARY\n")
+        self.canary_stat = self.canary.stat()
+        self.fabric = FakeFabric(self.tmp / "ctl.sock")
+        self.fabric.start()
+        self.relay = vm.ControlRelay(self.run_dir, self.tmp / "ctl.sock")
+        self.req = self.run_dir / "fabric-requests"
+
+    def tearDown(self):
+        self.relay.stop()
+        self.fabric.stopping = True
+        self.fabric.join()
+        for p in sorted(self.tmp.rglob("*"), reverse=True):
+            if p.is_dir() and not p.is_symlink():
+                p.rmdir()
+            else:
+                p.unlink()
+        self.tmp.rmdir()
+
+    def assert_canary_untouched(self):
+        st = self.canary.stat()
+        self.assertEqual(self.canary.read_text(), "SECRET-CANARY\n")
+        self.assertEqual((st.st_mtime_ns, st.st_ctime_ns), (self.canary_stat.st_mtime_ns, self.canary_stat.st_ctime_ns))
+        self.assertFalse(any("SECRET" in line for line in self.fabric.lines), self.fabric.lines)
+        self.assertNotIn("SECRET", (self.run_dir / "fabric-requests.log").read_text())
+        self.assertFalse(any("SECRET" in p.read_text(errors="replace") for p in self.req.glob("*.rep")))
+
+    def poll(self):
+        self.relay.poll()
+
+    def test_symlinked_request_is_refused(self):
+        (self.req / "evil.req").symlink_to(self.canary)
+        self.poll()
+        self.assertIn("error refused", (self.req / "evil.rep").read_text())
+        self.assertFalse((self.req / "evil.req").is_symlink())
+        self.assert_canary_untouched()
+
+    def test_planted_reply_and_temp_links_are_replaced_not_followed(self):
+        (self.req / "a.rep").symlink_to(self.canary)
+        (self.req / "a.rep.relay-tmp").symlink_to(self.canary)
+        (self.req / "a.req").write_text("ports\n")
+        self.poll()
+        self.assertFalse((self.req / "a.rep").is_symlink())
+        self.assertEqual((self.req / "a.rep").read_text(), "ok\n")
+        self.assertEqual(self.fabric.lines, ["ports\n"])
+        self.assert_canary_untouched()
+
+    def test_fifo_device_and_huge_requests_are_refused_without_blocking(self):
+        os.mkfifo(self.req / "f.req")
+        (self.req / "big.req").write_bytes(b"x" * (vm.ControlRelay.MAX_REQUEST + 1))
+        (self.req / "bin.req").write_bytes(b"\x00\xff\x01")
+        (self.req / "ok.req").write_text("stats\n")
+        t0 = time.monotonic()
+        self.poll()
+        self.assertLess(time.monotonic() - t0, 5)
+        for n in ("f", "big", "bin"):
+            self.assertIn("error refused", (self.req / f"{n}.rep").read_text(), n)
+        self.assertEqual((self.req / "ok.rep").read_text(), "ok\n")
+        self.assertEqual(self.fabric.lines, ["stats\n"])
+
+    def test_swapped_directory_is_not_followed(self):
+        self.req.rename(self.run_dir / "old")
+        self.req.symlink_to(self.outside)
+        (self.outside / "x.req").write_text("ports\n")
+        self.poll()
+        self.assertTrue((self.outside / "x.req").exists())
+        self.assertFalse((self.outside / "x.rep").exists())
+        self.assertEqual(self.fabric.lines, [])
+        self.req.unlink()
+        (self.run_dir / "old").rename(self.req)
+
+    def test_only_harness_fabric_restart_and_no_cluster(self):
+        (self.req / "h.req").write_text("harness rm -rf /\n")
+        self.poll()
+        self.assertIn("error", (self.req / "h.rep").read_text())
+
+
+class ResultReadTest(unittest.TestCase):
+    def test_results_through_links_fifos_or_too_big_are_not_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "node0").mkdir()
+            secret = d / "secret"
+            secret.write_text("SECRET\n")
+            (d / "node0" / "output.log").symlink_to(secret)
+            os.mkfifo(d / "node0" / "exit-code")
+            (d / "node1").symlink_to(d / "node0")
+            (d / "node2").mkdir()
+            (d / "node2" / "exit-code").write_text("0\n")
+            (d / "node2" / "output.log").write_bytes(b"y" * 100)
+            fd = rundir.open_dir(d)
+            try:
+                self.assertIsNone(vm.read_result(fd, "node0/output.log", 1 << 20))
+                self.assertIsNone(vm.read_result(fd, "node0/exit-code", 64))
+                self.assertIsNone(vm.read_result(fd, "node1/exit-code", 64))
+                self.assertEqual(vm.read_result(fd, "node2/exit-code", 64), "0\n")
+                self.assertIsNone(vm.read_result(fd, "node2/output.log", 99))
+                self.assertIsNone(vm.read_result(fd, "../secret", 99))
+                (d / "wall-seconds").symlink_to(secret)
+                rundir.write_file(fd, "wall-seconds", b"1.0\n")
+                self.assertEqual(secret.read_text(), "SECRET\n")
+                self.assertEqual((d / "wall-seconds").read_text(), "1.0\n")
+            finally:
+                os.close(fd)
+
+
+if __name__ == "__main__":
+    unittest.main()
