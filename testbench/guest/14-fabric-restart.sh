@@ -43,7 +43,7 @@ lid0=$(port_attr lid)
 barrier active 180
 ip addr add "$myip/24" dev ib0
 ip link set ib0 up
-check "ib0 carrier on" wait_carrier 30
+check "ib0 carrier on" wait_carrier 120
 barrier ib0-up 120
 l=$(ping_loss -c 20 -i 0.1 "$peerip")
 check "ping before the restart: 0 % loss" test "$l" = 0
@@ -70,7 +70,7 @@ done
 echo "# port left ACTIVE during the restart: $down"
 check "port ACTIVE again after the restart (new SM)" wait_port_active 120
 check "same LID as before ($lid0)" test "$(port_attr lid)" = "$lid0"
-check "SM LID 1 (the new fabric's SM)" test "$(port_attr sm_lid)" = 1
+check "SM LID 1 (the new fabric's SM)" test "$(($(port_attr sm_lid)))" = 1
 check "ib0 carrier on again" wait_carrier 60
 barrier active-again 240
 check "a ping gets through within 60 s" ping_until 60
