@@ -4,6 +4,19 @@ set -u
 _tap_n=0
 _tap_failed=0
 
+# Where a test's time goes: ./hcasim test reads these lines (guest uptime
+# in seconds) and prints boot / driver / workload per test.
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+echo "# hcasim-time start $(uptime_s)"
+_time_active=0
+
+# reps FULL QUICK: how many cycles a stress loop runs. ./hcasim suite runs
+# the full count; ./hcasim test (CI's quick, representative set) exports
+# HCASIM_DEPTH=quick and gets the small one.
+reps() {
+    if [ "${HCASIM_DEPTH:-full}" = quick ]; then echo "$2"; else echo "$1"; fi
+}
+
 # check DESCRIPTION COMMAND...: ok if COMMAND succeeds.
 check() {
     local desc=$1
@@ -65,6 +78,7 @@ finish() {
         check "dmesg shows the expected line /$HCASIM_EXPECT_DMESG/" \
             sh -c 'dmesg | grep -qE -- "$HCASIM_EXPECT_DMESG"'
     fi
+    echo "# hcasim-time end $(uptime_s)"
     exit $_tap_failed
 }
 
@@ -129,7 +143,11 @@ fabric_ctl() {
 wait_port_active() {
     local t=${1:-60}
     for _ in $(seq $((t * 4))); do
-        grep -q ACTIVE /sys/class/infiniband/mlx5_0/ports/1/state 2>/dev/null && return 0
+        if grep -q ACTIVE /sys/class/infiniband/mlx5_0/ports/1/state 2>/dev/null; then
+            [ $_time_active = 1 ] || echo "# hcasim-time active $(uptime_s)"
+            _time_active=1
+            return 0
+        fi
         sleep 0.25
     done
     return 1

@@ -7,6 +7,7 @@
 """
 import re
 import shlex
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,30 @@ def tap_outcomes(suite, label, output, run_dir):
     return outcomes
 
 
-def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg=""):
+TIME_RE = re.compile(r"^# hcasim-time (start|active|end) ([0-9.]+)$", re.M)
+
+
+def time_split(output, wall):
+    """Where a test's wall time went, from node 0's "# hcasim-time" lines
+    (guest uptime): boot (kernel start to the script), driver (script start
+    to the port's first ACTIVE), workload (the rest of the script) and
+    outside (QEMU start, firmware, shutdown, host checks)."""
+    found = TIME_RE.findall(output)
+    marks = {kind: float(t) for kind, t in found}
+    if [k for k, _ in found].count("start") != 1 or "end" not in marks or marks["end"] < marks["start"]:
+        return None  # no marks, or a reboot in between
+    start, end = marks["start"], marks["end"]
+    active = min(max(marks.get("active", start), start), end)
+    return {"boot": start, "driver": active - start, "workload": end - active, "outside": max(wall - end, 0.0)}
+
+
+def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", depth="full", timing=None):
+    """Runs one guest test; its outcomes. depth "quick" (./hcasim test)
+    shortens the stress loops and subsets (lib.sh's reps); timing, a dict,
+    gets {script stem: (wall seconds, time_split)}."""
+    t0 = time.monotonic()
     opts, includes, env = guest_header(script)
+    env = env + [f"HCASIM_DEPTH={depth}"]
     if expect_dmesg:
         env = env + [f"HCASIM_EXPECT_DMESG={expect_dmesg}"]
     opts.modules, opts.kernel, opts.test_fault = modules, kernel, test_fault
@@ -128,23 +151,31 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg=""):
         outcomes += got
         if r.returncode != 0 or not got:
             outcomes.append(Outcome(script.stem, f"host: check script exit code {r.returncode}", False, str(run_dir)))
-    say(f"  {sum(o.passed for o in outcomes)} passed, {sum(not o.passed for o in outcomes)} failed; "
-        f"artifacts in {run_dir}")
+    wall = time.monotonic() - t0
+    split = time_split(next((r.output for r in results if r.node == 0), ""), wall)
+    if timing is not None:
+        timing[script.stem] = (wall, split)
+    where = "" if not split else " (" + ", ".join(f"{k} {v:.0f}s" for k, v in split.items()) + ")"
+    say(f"  {sum(o.passed for o in outcomes)} passed, {sum(not o.passed for o in outcomes)} failed in "
+        f"{wall:.0f}s{where}; artifacts in {run_dir}")
     return outcomes
 
 
 BASELINE = GUEST_DIR / "baseline.txt"
 
 
-def load_baseline():
-    """testbench/guest/baseline.txt: "<test> <checks that pass>" per line."""
+def load_baseline(depth="full"):
+    """testbench/guest/baseline.txt: "<test> <checks that pass> [quick=<n>]"
+    per line; the quick count is for ./hcasim test's shorter runs of tests
+    whose subset changes the number of checks."""
     base = {}
     if BASELINE.exists():
         for line in BASELINE.read_text().splitlines():
             line = line.split("#", 1)[0].strip()
             if line:
-                name, n = line.split()
-                base[name] = int(n)
+                name, n, *rest = line.split()
+                quick = [int(r[6:]) for r in rest if r.startswith("quick=")]
+                base[name] = quick[0] if depth == "quick" and quick else int(n)
     return base
 
 
@@ -168,7 +199,7 @@ def fault_self_test():
     carry a receive opcode) the probe test must fail, and the runner's clues
     must name the fault. Passes when both hold."""
     say(f"runner self-test: {FAULT_PROBE} with --test-fault cqe-opcode must fail and say why")
-    got = guest_test(GUEST_DIR / f"{FAULT_PROBE}.sh", test_fault="cqe-opcode")
+    got = guest_test(GUEST_DIR / f"{FAULT_PROBE}.sh", test_fault="cqe-opcode", depth="quick")
     failed = [o for o in got if not o.passed]
     run_dir = next((o.detail for o in failed if o.detail), "")
     hints = clues.clues(Path(run_dir)) if run_dir else []
@@ -178,6 +209,18 @@ def fault_self_test():
                     bool(failed), run_dir),
             Outcome("fault-self-test", "the runner's clues name the fault",
                     any("TEST FAULT ACTIVE" in h for h in hints), run_dir)]
+
+
+def print_timing(timing):
+    """Where ./hcasim test's guest time went, per test."""
+    if not timing:
+        return
+    print(f"\n{'guest test':20} {'wall':>6} {'boot':>6} {'driver':>7} {'workload':>9} {'outside':>8}  (seconds)")
+    for name, (wall, split) in timing.items():
+        cols = "".join(f" {split[k]:{w}.0f}" for k, w in (("boot", 6), ("driver", 7), ("workload", 9),
+                                                          ("outside", 8))) if split else "  (no time marks)"
+        print(f"{name:20} {wall:6.0f}{cols}")
+    print(f"{'total':20} {sum(w for w, _ in timing.values()):6.0f}")
 
 
 def main(args):
@@ -200,14 +243,16 @@ def main(args):
             say("suite-only guest tests, not run here (./hcasim suite runs them): "
                 + " ".join(s.stem for s in long))
         scripts = [s for s in scripts if s not in long]
+    timing = {}
     if not args.no_guest:
-        base = load_baseline()
+        base = load_baseline("quick")
         for s in scripts:
-            got = guest_test(s)
+            got = guest_test(s, depth="quick", timing=timing)
             apply_baseline(s.stem, got, base)
             outcomes += got
         if not args.only or any(o in "fault-self-test" for o in args.only):
             outcomes += fault_self_test()
+        print_timing(timing)
     failed = [o for o in outcomes if not o.passed]
     if failed:
         print("\nFailures:")

@@ -181,18 +181,34 @@ class Cluster:
         self.vms.append(p)
         return p
 
+    # A guest powers itself off once its script has written its exit code:
+    # about 5 s of driver shutdown under TCG. One that takes longer (a
+    # driver's shutdown path stuck, processes still writing) is stopped
+    # after this many seconds: its results are in the run directory already.
+    POWEROFF_GRACE = 8.0
+
     def wait(self, timeout):
-        """Waits for every VM; kills those still running at the deadline.
-        Returns the list of nodes that timed out."""
+        """Waits for every VM; kills those still running at the deadline,
+        and those still running POWEROFF_GRACE seconds after their script
+        ended. Returns the list of nodes that timed out."""
         deadline = time.monotonic() + timeout
         timed_out = []
-        for i, p in enumerate(self.vms):
-            left = deadline - time.monotonic()
-            try:
-                p.wait(timeout=max(left, 0.1))
-            except subprocess.TimeoutExpired:
-                timed_out.append(i)
-                self._kill(p)
+        ended = {}
+        while any(p.poll() is None for p in self.vms):
+            now = time.monotonic()
+            for i, p in enumerate(self.vms):
+                if p.poll() is not None:
+                    continue
+                if now >= deadline:
+                    timed_out.append(i)
+                    self._kill(p)
+                elif os.path.lexists(self.run_dir / f"node{i}" / "exit-code"):
+                    ended.setdefault(i, now)
+                    if now - ended[i] >= self.POWEROFF_GRACE:
+                        (self.run_dir / f"node{i}" / "shutdown.txt").write_text(
+                            f"still running {self.POWEROFF_GRACE:.0f} s after its script ended: stopped by the harness\n")
+                        self._kill(p)
+            time.sleep(0.25)
         return timed_out
 
     @staticmethod

@@ -10,7 +10,9 @@ that turns into a skip or an error is a regression; a skip or known error
 that turns into a pass means the device (or the suite) changed and the
 expectation file must say so, with the new outcome, in the same commit.
 
-Usage: rdma_core_check.py OUTPUT EXPECTED
+Usage: rdma_core_check.py [--only PATTERN,...] OUTPUT EXPECTED
+       (--only: the run was limited with run_tests.py -k PATTERN; only the
+       expected tests whose id contains one of the patterns must run)
        rdma_core_check.py --record OUTPUT EXPECTED   (prints a new
        expectation file from OUTPUT, reusing EXPECTED's reason table)"""
 import ast
@@ -121,9 +123,12 @@ class Tap:
         print(f"{'ok' if ok else 'not ok'} {self.n} - {desc}")
 
 
-def main(out_path, exp_path):
+def main(out_path, exp_path, only=()):
     out = open(out_path, errors="replace").read()
     reasons, expected = load(exp_path)
+    if only:
+        expected = {t: v for t, v in expected.items() if any(p in t for p in only)}
+        print(f"# a subset of the suite: tests matching {', '.join(only)}")
     got = outcomes(out)
     tap = Tap()
     ran = re.search(r"^Ran (\d+) tests? in", out, re.M)
@@ -168,6 +173,10 @@ def main(out_path, exp_path):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--record":
         sys.exit(record(sys.argv[2], sys.argv[3]))
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    only = ()
+    if len(args) == 4 and args[0] == "--only":
+        only, args = tuple(p for p in args[1].split(",") if p), args[2:]
+    if len(args) != 2:
         raise SystemExit(__doc__)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(args[0], args[1], only))
