@@ -205,11 +205,22 @@ class Cluster:
                 elif os.path.lexists(self.run_dir / f"node{i}" / "exit-code"):
                     ended.setdefault(i, now)
                     if now - ended[i] >= self.POWEROFF_GRACE:
-                        (self.run_dir / f"node{i}" / "shutdown.txt").write_text(
-                            f"still running {self.POWEROFF_GRACE:.0f} s after its script ended: stopped by the harness\n")
+                        self._note(f"node{i}-shutdown.txt", f"still running {self.POWEROFF_GRACE:.0f} s after "
+                                   "its script ended: stopped by the harness\n")
                         self._kill(p)
             time.sleep(0.25)
         return timed_out
+
+    def _note(self, name, text):
+        """A harness note in the run directory (which the guests own: a new
+        file renamed over whatever entry they left there)."""
+        fd = rundir.open_dir(self.run_dir)
+        try:
+            rundir.write_file(fd, name, text.encode())
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _kill(p):
