@@ -41,7 +41,8 @@ int64_t ack_timeout_ns(uint8_t timeout) {
     if (timeout == 0) {
         return -1;  // no timeout
     }
-    return int64_t{4096} << std::min<uint8_t>(timeout, 31);
+    // IBA: 4.096 us * 2^timeout, but never below kAckTimeoutFloorNs (rc.h).
+    return std::max<int64_t>(int64_t{4096} << std::min<uint8_t>(timeout, 31), kAckTimeoutFloorNs);
 }
 
 uint32_t QpTable::rc_mtu(const Qp &qp) {
