@@ -102,7 +102,6 @@ inline constexpr uint8_t kAckCreditInvalid = 0x1f;  // no end-to-end credit limi
 
 // RNR timer field to nanoseconds (IBA table 45).
 int64_t rnr_timer_ns(uint8_t code);
-// Local ACK timeout: 4.096 us * 2^timeout (0: infinite).
 // The local ACK timeout never fires sooner than this. Under TCG both ends
 // of a connection are emulated on a shared host: a peer VM whose threads
 // are descheduled answers hundreds of milliseconds late (measured: ACKs
@@ -113,6 +112,8 @@ int64_t rnr_timer_ns(uint8_t code);
 // recovery by NAK (a gap in PSNs) is not slowed; only a lost last packet
 // waits for the timer.
 inline constexpr int64_t kAckTimeoutFloorNs = 500'000'000;
+// Local ACK timeout: 4.096 us * 2^timeout, at least kAckTimeoutFloorNs
+// (0: infinite, -1).
 int64_t ack_timeout_ns(uint8_t timeout);
 // Signed distance a - b in the 24-bit PSN space.
 inline int32_t psn_diff(uint32_t a, uint32_t b) {

@@ -7,7 +7,8 @@ _tap_failed=0
 # Where a test's time goes: ./hcasim test reads these lines (guest uptime
 # in seconds) and prints boot / driver / workload per test.
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
-echo "# hcasim-time start $(uptime_s)"
+# (Not in a test's NN-name.host check, which runs on the host.)
+[ -z "${HCASIM_NODE:-}" ] || echo "# hcasim-time start $(uptime_s)"
 _time_active=0
 
 # reps FULL QUICK: how many cycles a stress loop runs. ./hcasim suite runs
