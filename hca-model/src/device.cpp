@@ -74,22 +74,27 @@ void Device::reset() {
         trace(kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
     }
     fatal_ = false;
+    drop_objects();
+    scheduled_ = false;  // the host drops its pending bottom half with the reset
+    iseg.reset();
+    fw.reset();
+    regs.reset();
+    port1.reset();
+    cmdif.reset();
+}
+
+void Device::drop_objects() {
     timers_.clear();
     sync_timer();
     doorbells_.clear();
     rx_.clear();
-    iseg.reset();
-    fw.reset();
-    regs.reset();
-    uars.reset();
-    eqs.reset();
-    pds.reset();
-    mkeys.reset();
-    cqs.reset();
-    srqs.reset();
     qps.reset();
-    port1.reset();
-    cmdif.reset();
+    srqs.reset();
+    cqs.reset();
+    mkeys.reset();
+    pds.reset();
+    eqs.reset();
+    uars.reset();
 }
 
 bool Device::set_trace_filter(std::string_view filter) {
@@ -219,6 +224,9 @@ void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
 
 void Device::run() {
     scheduled_ = false;
+    run_packets_ = 0;
+    run_bytes_ = 0;
+    run_wqes_ = 0;
     if (fatal_) {
         return;
     }
@@ -227,27 +235,39 @@ void Device::run() {
     if (cmdif.pending()) {
         cmdif.process();
     }
-    // Doorbells make packets; looped-back packets make receives; repeat
-    // until both are drained.
-    while (!doorbells_.empty() || !rx_.empty()) {
+    // Doorbells only record what the driver rang (a few bytes each, one
+    // per MMIO write). Then the send queues, round robin, and received
+    // packets (looped-back ones too) take turns until the budget is spent:
+    // up to half of it for receives first, so a busy send queue cannot
+    // stall acknowledgements and responses, nor a flood from the wire the
+    // send queues.
+    while (budget_left()) {
         while (!doorbells_.empty()) {
             const Doorbell db = doorbells_.front();
             doorbells_.pop_front();
             uar_doorbell(db.uar, db.offset, db.data, db.size);
         }
-        // Every write of the batch is in, so BlueFlame copies are whole.
-        qps.process_pending();
-        while (!rx_.empty()) {
+        for (uint32_t n = 0; !rx_.empty() && budget_left() && n < kRunPackets / 2; ++n) {
             Packet pkt = std::move(rx_.front());
             rx_.pop_front();
             receive(pkt);
         }
+        // Every write of the batch is in, so BlueFlame copies are whole.
+        qps.process_pending();
+        if (rx_.empty() && !qps.sq_work() && doorbells_.empty()) {
+            break;
+        }
+    }
+    if (!rx_.empty() || qps.sq_work() || !doorbells_.empty()) {
+        schedule();
     }
     tracer_.flush();
 }
 
 void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     pkt.id = next_packet_id_++;
+    ++run_packets_;
+    run_bytes_ += pkt.bytes.size();
     Port &p = port1;
     const auto *lrh = reinterpret_cast<const iba::Lrh *>(pkt.bytes.data());
     const uint16_t dlid = lrh->dlid.get();
@@ -334,6 +354,8 @@ void Device::port_link(unsigned port, bool up) {
 
 void Device::receive(Packet &pkt) {
     Port &p = port1;
+    ++run_packets_;
+    run_bytes_ += pkt.bytes.size();
     iba::PacketView v;
     const iba::ParseError e = iba::parse(pkt.bytes, v);
     if (e != iba::ParseError::None) {

@@ -59,9 +59,16 @@ class Device {
     Device &operator=(const Device &) = delete;
 
     void reset();
+    // Destroys every object the driver created (QPs, SRQs, CQs, memory keys,
+    // PDs, XRCDs, EQs, UARs), every timer, and the doorbells and packets
+    // queued for them, as the firmware does on TEARDOWN_HCA, DISABLE_HCA
+    // and a function reset: nothing dropped touches guest memory again.
+    void drop_objects();
     void mmio_read(uint64_t offset, uint8_t *data, unsigned size);
     void mmio_write(uint64_t offset, const uint8_t *data, unsigned size);
-    // Deferred work: command doorbells, UAR doorbells.
+    // Deferred work: command doorbells, UAR doorbells, send queues and
+    // received packets. One call does a bounded amount of work and asks to
+    // be run again while some is left.
     void run();
     void on_timer();
     std::string info();
@@ -87,6 +94,18 @@ class Device {
     void schedule();
     Timers::Id add_timer(int64_t delay_ns, std::function<void()> fn);
     void cancel_timer(Timers::Id id);
+
+    // The work one run() may do, so that one doorbell, one queue or a burst
+    // from the wire cannot hold the host's main loop (QEMU: vCPUs, timers,
+    // other devices) for long: packets sent and received, their bytes, and
+    // send WQEs executed. What is left waits for the next run().
+    static constexpr uint32_t kRunPackets = 256;
+    static constexpr uint64_t kRunBytes = uint64_t{1} << 20;
+    static constexpr uint32_t kRunWqes = 256;
+    bool budget_left() const {
+        return run_packets_ < kRunPackets && run_bytes_ < kRunBytes && run_wqes_ < kRunWqes;
+    }
+    void charge_wqe() { ++run_wqes_; }
 
     template <typename... Args>
     void trace(uint32_t cat, fmt::format_string<Args...> f, Args &&...args) {
@@ -138,6 +157,9 @@ class Device {
     uint32_t guest_errors_in_window_ = 0;
     bool scheduled_ = false;
     bool fatal_ = false;
+    uint32_t run_packets_ = 0;
+    uint64_t run_bytes_ = 0;
+    uint32_t run_wqes_ = 0;
 
     struct Doorbell {
         uint32_t uar;

@@ -8,12 +8,18 @@
 
 namespace hca {
 
+// Like the firmware, TEARDOWN_HCA, DISABLE_HCA and a re-enable destroy
+// whatever the driver left behind: once the command has completed nothing
+// of the old function DMAs, interrupts or transmits.
 void Firmware::drop_hca_objects() {
-    if (dev_.eqs.count() || dev_.uars.in_use()) {
-        dev_.trace(kTrCmd, "teardown drops eqs={} uars={}", dev_.eqs.count(), dev_.uars.in_use());
+    const size_t objs = dev_.qps.count() + dev_.srqs.count() + dev_.cqs.count() + dev_.mkeys.count() +
+                        dev_.pds.pds() + dev_.pds.xrcds() + dev_.eqs.count() + dev_.uars.in_use();
+    if (objs) {
+        dev_.trace(kTrCmd, "teardown drops qps={} srqs={} cqs={} mkeys={} pds={} xrcds={} eqs={} uars={}",
+                   dev_.qps.count(), dev_.srqs.count(), dev_.cqs.count(), dev_.mkeys.count(), dev_.pds.pds(),
+                   dev_.pds.xrcds(), dev_.eqs.count(), dev_.uars.in_use());
     }
-    dev_.eqs.reset();
-    dev_.uars.reset();
+    dev_.drop_objects();
 }
 
 void Firmware::enable_hca(CmdCtx &c) {

@@ -498,6 +498,7 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
     } else if (t->to == QpState::Rts && old != QpState::Rts) {
         if (old == QpState::Rtr) {
             qp->rc.una = qp->next_send_psn;
+            qp->rc.tx_psn = qp->next_send_psn;
         }
         qp->rc.retry_left = qp->retry_count;
         qp->rc.rnr_left = qp->rnr_retry;

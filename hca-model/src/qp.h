@@ -175,8 +175,12 @@ class QpTable {
     // SQ doorbell / BlueFlame write at UAR +0x800.. (send.cpp).
     static constexpr uint32_t kBfBufSize = 256;  // (1 << log_bf_reg_size) / 2
     void sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size);
-    // Runs the send queues rung since the last call.
+    // Runs the send queues rung or left with work, round robin: each QP in
+    // turn does up to kQuantum WQEs or packets, until the device's run
+    // budget is spent.
     void process_pending();
+    bool sq_work() const { return !sq_pending_.empty(); }
+    static constexpr uint32_t kQuantum = 16;
     uint64_t bf_executed() const { return bf_executed_; }
     // A packet arrived for this port (recv.cpp).
     void receive(const Packet &pkt, const iba::PacketView &v);
@@ -196,6 +200,15 @@ class QpTable {
     Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
     void consume_wqe(Qp &qp, uint32_t bbs);
     void process_sq(Qp &qp);
+    // The run budget: may this QP do one more WQE or packet now? If not,
+    // defer() queues it for a later turn.
+    bool may_work() const;
+    void spend() {
+        if (quantum_) {
+            --quantum_;
+        }
+    }
+    void defer(Qp &qp);
     bool execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe);
     bool gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t> &payload, uint8_t &synd);
     void send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe, uint16_t index);
@@ -209,7 +222,8 @@ class QpTable {
                      std::span<const uint8_t> payload, uint32_t dqpn);
     bool rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, RcWqe &w, uint8_t &synd);
     bool rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, std::vector<uint8_t> &out, uint8_t &synd);
-    bool rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd);
+    uint32_t rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd);
+    bool rc_pump(Qp &qp);
     void rc_process_sq(Qp &qp, uint16_t pi);
     void rc_arm_ack_timer(Qp &qp);
     bool rc_retry_budget(Qp &qp, const char *why);
@@ -267,6 +281,7 @@ class QpTable {
     std::map<uint32_t, BfCapture> bf_;
     std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
     std::deque<uint32_t> sq_pending_;
+    uint32_t quantum_ = 0;  // what the QP being served may still do in this turn
     // Trace context: the WQE whose packets are being sent, the packet
     // being received.
     int32_t tx_wqe_ = -1;

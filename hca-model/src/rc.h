@@ -49,6 +49,7 @@ struct RcState {
     // Requester.
     std::deque<RcWqe> pending;   // in WQE order, until completed
     uint32_t una = 0;            // oldest PSN not yet acknowledged
+    uint32_t tx_psn = 0;         // next PSN to (re)transmit; behind next_send_psn while packets wait for the budget
     uint8_t retry_left = 0;
     uint8_t rnr_left = 0;
     Timers::Id ack_timer = 0;

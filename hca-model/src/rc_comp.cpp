@@ -18,7 +18,7 @@ void QpTable::rc_arm_ack_timer(Qp &qp) {
         qp.rc.ack_timer = 0;
     }
     const int64_t t = ack_timeout_ns(qp.path.ack_timeout);
-    if (qp.rc.pending.empty() || t < 0 || qp.rc.rnr_timer) {
+    if (qp.rc.pending.empty() || t < 0 || qp.rc.rnr_timer || qp.st == kQpUc) {
         return;
     }
     const uint32_t qpn = qp.qpn;
@@ -57,21 +57,16 @@ bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
     return true;
 }
 
-// Go-back-N: resend everything outstanding from psn on.
+// Go-back-N: resend everything outstanding from psn on. The transmit
+// cursor moves back and the packets go out from run(), within its budget
+// (a timer or an incoming NAK never sends a whole window at once).
 void QpTable::rc_retransmit(Qp &qp, uint32_t psn) {
     ++qp.rc.retransmits;
     dev_.trace(kTrQp, "retransmit qpn=0x{:x} from psn=0x{:x} wqes={}", qp.qpn, psn, qp.rc.pending.size());
-    for (RcWqe &w : qp.rc.pending) {
-        if (w.acked || w.npkts == 0 || psn_diff(w.last_psn(), psn) < 0) {
-            continue;
-        }
-        uint8_t synd = 0;
-        const uint32_t from = psn_diff(psn, w.first_psn) > 0 ? psn : w.first_psn;
-        if (!rc_send(qp, w, from, synd)) {
-            rc_fail(qp, synd, "gather failed on retransmission");
-            return;
-        }
+    if (psn_diff(psn, qp.rc.tx_psn) < 0) {
+        qp.rc.tx_psn = psn;
     }
+    defer(qp);
     rc_arm_ack_timer(qp);
 }
 
@@ -157,6 +152,7 @@ void QpTable::rc_ack_upto(Qp &qp, uint32_t psn) {
     if (psn_diff(psn, qp.rc.una) >= 0 && psn_diff(psn, qp.next_send_psn) < 0) {
         qp.rc.una = (psn + 1) & 0xffffff;
         qp.rc.retry_left = qp.retry_count;
+        rc_arm_ack_timer(qp);  // progress restarts the local ACK timer (long messages)
     }
     for (RcWqe &w : qp.rc.pending) {
         if (w.npkts == 0) {

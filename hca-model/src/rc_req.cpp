@@ -1,6 +1,7 @@
 // Connected transports, requester side: WQEs of RC, UC and XRC QPs become
 // request packets with PSNs (SEND, RDMA WRITE, RDMA READ, atomics), kept
 // until acknowledged so they can be retransmitted (IBA 9.7).
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -267,8 +268,11 @@ bool QpTable::rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, s
     return true;
 }
 
-// Sends the packets of w whose PSN is at or after from_psn.
-bool QpTable::rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd) {
+// Sends packet k of w: a segment of a SEND or RDMA WRITE, the request for
+// the rest of a READ from packet k on (IBA 9.4.4: a retried read may start
+// in the middle), or the atomic request. Returns the PSNs it covered, 0 if
+// gathering the payload failed (synd says why).
+uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     struct WqeContext {
         int32_t &slot;
         ~WqeContext() { slot = -1; }
@@ -276,85 +280,112 @@ bool QpTable::rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd) {
     tx_wqe_ = w.index;
     const uint8_t t = transport_of(qp.st);
     const uint32_t mtu = rc_mtu(qp);
-    const uint32_t start = std::max<int32_t>(0, psn_diff(from_psn, w.first_psn));
     uint8_t ext[4 + 16 + 28 + 4];
-    auto xrceth = [&](size_t &n) {
-        if (qp.st == kQpXrc) {
-            store_be32(ext + n, w.xrc_srqn);
-            n += 4;
-        }
-    };
+    size_t n = 0;
+    if (qp.st == kQpXrc) {
+        store_be32(ext, w.xrc_srqn);
+        n = 4;
+    }
     if (w.is_read()) {
-        // One request for the rest of the data (IBA 9.4.4: a retried read
-        // may start in the middle).
-        const uint32_t off = start * mtu;
-        size_t n = 0;
-        xrceth(n);
+        const uint32_t off = k * mtu;
         store_be64(ext + n, w.raddr + off);
         store_be32(ext + n + 8, w.rkey);
         store_be32(ext + n + 12, w.length - std::min(off, w.length));
         n += 16;
-        w.next_resp_psn = (w.first_psn + start) & 0xffffff;
-        rc_transmit(qp, t | iba::kReadRequest, w.first_psn + start, true, false, {ext, n}, {}, qp.remote_qpn);
-        return true;
+        w.next_resp_psn = (w.first_psn + k) & 0xffffff;
+        rc_transmit(qp, t | iba::kReadRequest, w.first_psn + k, true, false, {ext, n}, {}, qp.remote_qpn);
+        return w.npkts - k;
     }
     if (w.is_atomic()) {
-        size_t n = 0;
-        xrceth(n);
         store_be64(ext + n, w.raddr);
         store_be32(ext + n + 8, w.rkey);
-        uint64_t swap = w.swap_add;
-        uint64_t cmp = w.compare;
-        store_be64(ext + n + 12, swap);
-        store_be64(ext + n + 20, cmp);
+        store_be64(ext + n + 12, w.swap_add);
+        store_be64(ext + n + 20, w.compare);
         n += 28;
         const uint8_t op = w.opcode == kWqeAtomicCs || w.opcode == kWqeAtomicMaskedCs ? iba::kCompareSwap
                                                                                        : iba::kFetchAdd;
         rc_transmit(qp, t | op, w.first_psn, true, false, {ext, n}, {}, qp.remote_qpn);
-        return true;
+        return 1;
     }
     const bool write = w.opcode == kWqeRdmaWrite || w.opcode == kWqeRdmaWriteImm;
     const bool imm = w.opcode == kWqeSendImm || w.opcode == kWqeRdmaWriteImm;
     const bool inv = w.opcode == kWqeSendInval;
-    for (uint32_t k = start; k < w.npkts; ++k) {
-        const bool first = k == 0;
-        const bool last = k + 1 == w.npkts;
-        const uint32_t off = k * mtu;
-        const uint32_t len = std::min(mtu, w.length - std::min(off, w.length));
-        if (!rc_gather(qp, w, off, len, payload_buf_, synd)) {
+    const bool first = k == 0;
+    const bool last = k + 1 == w.npkts;
+    const uint32_t off = k * mtu;
+    const uint32_t len = std::min(mtu, w.length - std::min(off, w.length));
+    if (!rc_gather(qp, w, off, len, payload_buf_, synd)) {
+        return 0;
+    }
+    uint8_t op;
+    if (write) {
+        op = first && last ? (imm ? iba::kWriteOnlyImm : iba::kWriteOnly)
+             : first       ? iba::kWriteFirst
+             : last        ? (imm ? iba::kWriteLastImm : iba::kWriteLast)
+                           : iba::kWriteMiddle;
+    } else {
+        op = first && last ? (imm ? iba::kSendOnlyImm : inv ? iba::kSendOnlyInv : iba::kSendOnly)
+             : first       ? iba::kSendFirst
+             : last        ? (imm ? iba::kSendLastImm : inv ? iba::kSendLastInv : iba::kSendLast)
+                           : iba::kSendMiddle;
+    }
+    if (write && first) {
+        store_be64(ext + n, w.raddr);
+        store_be32(ext + n + 8, w.rkey);
+        store_be32(ext + n + 12, w.length);
+        n += 16;
+    }
+    if (last && (imm || inv)) {
+        store_be32(ext + n, w.imm);
+        n += 4;
+    }
+    // AckReq on the last packet of every message, and every 16 packets
+    // of long ones so the requester's window keeps moving.
+    const bool ack_req = t != iba::kUc && (last || (k % 16) == 15);
+    rc_transmit(qp, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, payload_buf_, qp.remote_qpn);
+    return 1;
+}
+
+// Sends what lies between the transmit cursor and next_send_psn (new
+// messages and go-back-N retransmissions), one packet per unit of the run
+// budget. False if the budget ran out first (the QP is deferred and goes
+// on where it stopped) or the QP failed.
+bool QpTable::rc_pump(Qp &qp) {
+    auto &pend = qp.rc.pending;
+    while (psn_diff(qp.rc.tx_psn, qp.next_send_psn) < 0 && qp.state == QpState::Rts) {
+        // The WQE holding the cursor (pending is in PSN order).
+        auto it = std::partition_point(pend.begin(), pend.end(), [&](const RcWqe &w) {
+            return psn_diff((w.first_psn + w.npkts) & 0xffffff, qp.rc.tx_psn) <= 0;
+        });
+        if (it == pend.end()) {
+            qp.rc.tx_psn = qp.next_send_psn;  // the rest was acknowledged meanwhile
+            break;
+        }
+        if (psn_diff(it->first_psn, qp.rc.tx_psn) > 0) {
+            qp.rc.tx_psn = it->first_psn;
+        }
+        if (!may_work()) {
+            defer(qp);
             return false;
         }
-        uint8_t op;
-        if (write) {
-            op = first && last ? (imm ? iba::kWriteOnlyImm : iba::kWriteOnly)
-                 : first       ? iba::kWriteFirst
-                 : last        ? (imm ? iba::kWriteLastImm : iba::kWriteLast)
-                               : iba::kWriteMiddle;
-        } else {
-            op = first && last ? (imm ? iba::kSendOnlyImm : inv ? iba::kSendOnlyInv : iba::kSendOnly)
-                 : first       ? iba::kSendFirst
-                 : last        ? (imm ? iba::kSendLastImm : inv ? iba::kSendLastInv : iba::kSendLast)
-                               : iba::kSendMiddle;
+        spend();
+        uint8_t synd = 0;
+        const uint32_t k = static_cast<uint32_t>(psn_diff(qp.rc.tx_psn, it->first_psn));
+        const uint32_t covered = rc_send_packet(qp, *it, k, synd);
+        if (!covered) {
+            const RcWqe w = std::move(*it);
+            pend.erase(it);
+            req_err_cqe(qp, w.index, w.opcode, synd);
+            to_error(qp, "send gather failed");
+            return false;
         }
-        size_t n = 0;
-        xrceth(n);
-        if (write && first) {
-            store_be64(ext + n, w.raddr);
-            store_be32(ext + n + 8, w.rkey);
-            store_be32(ext + n + 12, w.length);
-            n += 16;
+        qp.rc.tx_psn = (qp.rc.tx_psn + covered) & 0xffffff;
+        if (qp.st == kQpUc && k + covered == it->npkts) {
+            it->acked = true;  // unreliable: complete once sent
+            rc_complete(qp);
         }
-        if (last && (imm || inv)) {
-            store_be32(ext + n, w.imm);
-            n += 4;
-        }
-        // AckReq on the last packet of every message, and every 16 packets
-        // of long ones so the requester's window keeps moving.
-        const bool ack_req = t != iba::kUc && (last || (k % 16) == 15);
-        rc_transmit(qp, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, payload_buf_,
-                    qp.remote_qpn);
     }
-    return true;
+    return qp.state == QpState::Rts;
 }
 
 // The send queue of a connected QP: start every posted WQE the fences and
@@ -362,7 +393,14 @@ bool QpTable::rc_send(Qp &qp, RcWqe &w, uint32_t from_psn, uint8_t &synd) {
 void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
     const uint32_t max_reads = 1u << qp.log_sra_max;
     qp.rc.blocked = false;
+    if (!rc_pump(qp)) {
+        return;  // earlier messages are still going out
+    }
     while (qp.sq_ci != pi && qp.state == QpState::Rts) {
+        if (!may_work()) {
+            defer(qp);
+            return;
+        }
         const uint16_t index = qp.sq_ci;
         uint32_t ds = 0, bbs = 0;
         const Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
@@ -396,6 +434,8 @@ void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
             break;
         }
         consume_wqe(qp, bbs);
+        spend();
+        dev_.charge_wqe();
         if (dev_.tracer().on(kTrWqe)) {
             dev_.trace(kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) ds={} fence={} ce={} se={} imm=0x{:08x}",
                        qp.qpn, index, wqe_opcode_name(opcode), opcode, ds, fence, (ctrl.fm_ce_se >> 2) & 3,
@@ -447,22 +487,15 @@ void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
         }
         w.first_psn = qp.next_send_psn;
         qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
-        if (!rc_send(qp, w, w.first_psn, synd)) {
-            req_err_cqe(qp, index, opcode, synd);
-            to_error(qp, "send gather failed");
-            return;
-        }
         ++qp.sent;
-        if (qp.st == kQpUc) {
-            // Unreliable: complete once sent.
-            req_cqe(qp, index, opcode, w.length, w.signaled, w.solicited);
-            continue;
-        }
         if (qp.rc.pending.empty()) {
             qp.rc.una = w.first_psn;
         }
         qp.rc.pending.push_back(std::move(w));
         rc_arm_ack_timer(qp);
+        if (!rc_pump(qp)) {
+            return;  // the rest of this message goes out in later turns
+        }
     }
 }
 

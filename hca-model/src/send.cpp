@@ -136,14 +136,28 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
 }
 
 void QpTable::process_pending() {
-    while (!sq_pending_.empty()) {
+    // Every turn spends budget or retires a QP from the ring; the bound on
+    // turns is only a backstop.
+    for (uint32_t turns = 0; !sq_pending_.empty() && dev_.budget_left() && turns < 4 * Device::kRunWqes; ++turns) {
         const uint32_t qpn = sq_pending_.front();
         sq_pending_.pop_front();
         if (Qp *qp = find(qpn)) {
             qp->sq_pending = false;
-            process_sq(*qp);
+            quantum_ = kQuantum;
+            process_sq(*qp);  // defer()s the QP to the back of the ring if work is left
         }
     }
+    quantum_ = 0;
+}
+
+bool QpTable::may_work() const { return quantum_ > 0 && dev_.budget_left(); }
+
+void QpTable::defer(Qp &qp) {
+    if (!qp.sq_pending) {
+        qp.sq_pending = true;
+        sq_pending_.push_back(qp.qpn);
+    }
+    dev_.schedule();
 }
 
 // The WQE at index: the copy a BlueFlame write delivered, or WQEBBs
@@ -227,6 +241,12 @@ void QpTable::process_sq(Qp &qp) {
         return;
     }
     while (qp.sq_ci != pi && qp.state == QpState::Rts) {
+        if (!may_work()) {
+            defer(qp);
+            return;
+        }
+        spend();
+        dev_.charge_wqe();
         const uint16_t index = qp.sq_ci;
         uint32_t ds = 0, bbs = 0;
         switch (fetch_wqe(qp, index, pi, ds, bbs)) {

@@ -54,11 +54,19 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 #define MLX5_HCA_LINK_MAX_QUEUED (16 << 20)
 #define MLX5_HCA_LINK_RETRY_MS 1000
 
+#define MLX5_HCA_LINK_PACKET 1 /* frame type of an IBA packet (iba/link.h) */
+
 /* The cable to the fabric's switch port. */
 typedef struct Mlx5HcaLink {
     int fd;
     GByteArray *rbuf;
     GByteArray *wbuf;
+    /* Bytes of the frame at the head of wbuf still to be written after a
+     * partial write (0: wbuf starts at a frame boundary). */
+    uint32_t head_left;
+    /* The connection failed; the model learns it from the bottom half,
+     * never from inside its own transmit path. */
+    bool lost;
     QEMUTimer *retry;
     uint64_t frames_in;
     uint64_t frames_out;
@@ -162,8 +170,14 @@ static void mlx5_hca_link_close(Mlx5HcaState *s)
     l->fd = -1;
     g_byte_array_set_size(l->rbuf, 0);
     g_byte_array_set_size(l->wbuf, 0);
+    l->head_left = 0;
     trace_mlx5_hca_link_down(s->fabric_path);
-    hca_model_port_link(s->model, 1, false);
+    /*
+     * A write error happens while the model transmits: queue the loss like
+     * a received frame and deliver it from the bottom half.
+     */
+    l->lost = true;
+    qemu_bh_schedule(s->bh);
     timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
               MLX5_HCA_LINK_RETRY_MS);
 }
@@ -206,6 +220,57 @@ static void mlx5_hca_link_write(void *opaque)
     mlx5_hca_link_flush(opaque);
 }
 
+/* n bytes of wbuf were written: follow the frame boundaries. */
+static void mlx5_hca_link_consumed(Mlx5HcaLink *l, size_t n)
+{
+    size_t pos = 0;
+
+    while (pos < n) {
+        size_t take;
+
+        if (l->head_left == 0) {
+            l->head_left = 4 + ldl_be_p(l->wbuf->data + pos);
+        }
+        take = MIN(n - pos, l->head_left);
+        l->head_left -= take;
+        pos += take;
+    }
+    g_byte_array_remove_range(l->wbuf, 0, n);
+}
+
+/*
+ * A reset forgets the packets the old function queued for the fabric; a
+ * frame already partly written is finished (the stream stays framed) and
+ * frames that are not packets (the hello) are kept.
+ */
+static void mlx5_hca_link_drop_packets(Mlx5HcaState *s)
+{
+    Mlx5HcaLink *l = &s->link;
+    GByteArray *keep = g_byte_array_new();
+    size_t pos = MIN(l->head_left, l->wbuf->len);
+
+    g_byte_array_append(keep, l->wbuf->data, pos);
+    while (pos + 5 <= l->wbuf->len) {
+        size_t len = 4 + ldl_be_p(l->wbuf->data + pos);
+
+        if (pos + len > l->wbuf->len) {
+            break;
+        }
+        if (l->wbuf->data[pos + 4] != MLX5_HCA_LINK_PACKET) {
+            g_byte_array_append(keep, l->wbuf->data + pos, len);
+        } else {
+            l->frames_dropped++;
+        }
+        pos += len;
+    }
+    g_byte_array_free(l->wbuf, true);
+    l->wbuf = keep;
+    if (l->fd >= 0) {
+        qemu_set_fd_handler(l->fd, mlx5_hca_link_read,
+                            l->wbuf->len ? mlx5_hca_link_write : NULL, s);
+    }
+}
+
 static void mlx5_hca_link_flush(Mlx5HcaState *s)
 {
     Mlx5HcaLink *l = &s->link;
@@ -223,7 +288,7 @@ static void mlx5_hca_link_flush(Mlx5HcaState *s)
             mlx5_hca_link_close(s);
             return;
         }
-        g_byte_array_remove_range(l->wbuf, 0, n);
+        mlx5_hca_link_consumed(l, n);
     }
     if (l->fd >= 0) {
         qemu_set_fd_handler(l->fd, mlx5_hca_link_read,
@@ -312,6 +377,11 @@ static void mlx5_hca_bh(void *opaque)
 {
     Mlx5HcaState *s = opaque;
 
+    if (s->link.lost) {
+        s->link.lost = false;
+        hca_model_port_link(s->model, 1, false);
+    }
+    /* One bounded slice of work; the model reschedules itself for more. */
     hca_model_run(s->model);
 }
 
@@ -428,6 +498,8 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         goto fail;
     }
     mlx5_hca_init_link(pdev);
+    /* Function Level Reset (DEVCAP.FLR; DEVCTL.BCR_FLR -> device reset). */
+    pcie_cap_flr_init(pdev);
 
     if (msix_init_exclusive_bar(pdev, HCA_MODEL_MSIX_VECTORS,
                                 MLX5_HCA_MSIX_BAR, errp)) {
@@ -473,13 +545,35 @@ static void mlx5_hca_exit(PCIDevice *pdev)
     s->model = NULL;
 }
 
+static void mlx5_hca_write_config(PCIDevice *pdev, uint32_t addr,
+                                  uint32_t val, int len)
+{
+    pci_default_write_config(pdev, addr, val, len);
+    pcie_cap_flr_write_config(pdev, addr, val, len);
+}
+
+/*
+ * System reset, PCI bus reset and FLR: the model drops every object and
+ * timer; deferred work, the model's timer and the packets the old function
+ * queued for the fabric go with them, so nothing of it runs, DMAs or
+ * reaches the wire afterwards.
+ */
 static void mlx5_hca_reset(DeviceState *dev)
 {
     Mlx5HcaState *s = MLX5_HCA(dev);
+    PCIDevice *pdev = PCI_DEVICE(dev);
+    bool flr = pci_get_word(pdev->config + pdev->exp.exp_cap +
+                            PCI_EXP_DEVCTL) & PCI_EXP_DEVCTL_BCR_FLR;
 
-    trace_mlx5_hca_reset();
+    trace_mlx5_hca_reset(flr);
+    qemu_bh_cancel(s->bh);
     timer_del(s->timer);
+    mlx5_hca_link_drop_packets(s);
     hca_model_reset(s->model);
+    if (s->link.lost) {
+        s->link.lost = false;
+        hca_model_port_link(s->model, 1, false);
+    }
 }
 
 static char *mlx5_hca_get_info(Object *obj, Error **errp)
@@ -546,6 +640,7 @@ static void mlx5_hca_class_init(ObjectClass *klass, void *data)
 
     pc->realize = mlx5_hca_realize;
     pc->exit = mlx5_hca_exit;
+    pc->config_write = mlx5_hca_write_config;
     pc->vendor_id = HCA_MODEL_PCI_VENDOR_ID;
     pc->device_id = HCA_MODEL_PCI_DEVICE_ID;
     pc->class_id = HCA_MODEL_PCI_CLASS;

@@ -134,21 +134,43 @@ TEST_CASE("UARs: never index 0-2, dealloc checks", "[hca][uar]") {
     CHECK(d.exec(dealloc, 16).status == 0x05);
 }
 
-TEST_CASE("TEARDOWN_HCA: only the graceful profile; drops EQs and UARs", "[hca]") {
+TEST_CASE("TEARDOWN_HCA: only the graceful profile, destroys every object", "[hca]") {
     Bench b;
     Driver d(b);
     d.bring_up();
     const uint32_t uar = d.alloc_uar();
-    d.create_eq(6, 1, {0x1f02be, 0, 0, 0}, uar);
+    auto eq = d.create_eq(6, 1, {0x1f02be, 0, 0, 0}, uar);
+    const uint32_t pd = d.alloc_pd();
+    d.alloc_xrcd();
+    d.create_pa_mkey(pd);
+    auto cq = d.create_cq(6, eq.eqn, uar);
+    CmdResult r;
+    auto qp = d.create_qp(hca::kQpRc, pd, cq.cqn, cq.cqn, uar, 4, 4, &r);
+    REQUIRE(r.status == 0);
     CHECK(b.dev.eqs.count() == 1);
     auto td = Driver::inbox(hca::kOpTeardownHca, 0, 16);
     ifc::set(td.data(), ifc::teardown_hca_in::profile, 1);
     CHECK(d.exec(td, 16).status == 0x03);
+    CHECK(b.dev.qps.count() == 1);  // a refused teardown changes nothing
     ifc::set(td.data(), ifc::teardown_hca_in::profile, 0);
     CHECK(d.exec(td, 16).status == 0);
     CHECK(b.dev.eqs.count() == 0);
     CHECK(b.dev.uars.in_use() == 0);
+    CHECK(b.dev.qps.count() == 0);
+    CHECK(b.dev.cqs.count() == 0);
+    CHECK(b.dev.mkeys.count() == 0);
+    CHECK(b.dev.pds.pds() == 0);
+    CHECK(b.dev.pds.xrcds() == 0);
     CHECK(b.dev.fw.state() == hca::HcaState::Enabled);
+    CHECK_THAT(b.dev.info(), Catch::Contains("UARs in use: 0, PDs: 0, XRCDs: 0"));
+    // INIT_HCA again: the old QPN and CQN are unknown.
+    CHECK(d.exec(Driver::inbox(hca::kOpInitHca, 0, ifc::init_hca_in::size_bytes), 16).status == 0);
+    auto q = Driver::inbox(hca::kOpQueryQp, 0, ifc::query_qp_in::size_bytes);
+    ifc::set(q.data(), ifc::query_qp_in::qpn, qp.qpn);
+    CHECK(d.exec(q, ifc::query_qp_out::size_bytes).status == 0x05);
+    auto qc = Driver::inbox(hca::kOpQueryCq, 0, ifc::query_cq_in::size_bytes);
+    ifc::set(qc.data(), ifc::query_cq_in::cqn, cq.cqn);
+    CHECK(d.exec(qc, ifc::query_cq_out::size_bytes).status == 0x05);
 }
 
 TEST_CASE("ACCESS_REG MCAM/MCQS/MCQI: the firmware version devlink reports", "[hca][reg]") {

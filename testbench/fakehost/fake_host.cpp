@@ -1,5 +1,8 @@
 #include "fake_host.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -7,13 +10,21 @@
 
 namespace hcatest {
 
-FakeHost::FakeHost(size_t mem_bytes) : mem_(mem_bytes, 0) {}
+FakeHost::FakeHost(size_t mem_bytes) : size_(mem_bytes) {
+    void *p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        throw std::runtime_error("fake host: cannot map guest memory");
+    }
+    mem_ = static_cast<uint8_t *>(p);
+}
+
+FakeHost::~FakeHost() { munmap(mem_, size_); }
 
 uint8_t *FakeHost::mem(uint64_t addr, size_t len) {
-    if (addr < kMemBase || len > mem_.size() || addr - kMemBase > mem_.size() - len) {
+    if (addr < kMemBase || len > size_ || addr - kMemBase > size_ - len) {
         return nullptr;
     }
-    return mem_.data() + (addr - kMemBase);
+    return mem_ + (addr - kMemBase);
 }
 
 uint64_t FakeHost::alloc(size_t len, size_t align) {
@@ -28,7 +39,7 @@ uint64_t FakeHost::alloc(size_t len, size_t align) {
 }
 
 void FakeHost::free_all() {
-    std::memset(mem_.data(), 0, next_ - kMemBase);
+    std::memset(mem_, 0, next_ - kMemBase);
     next_ = kMemBase;
 }
 
@@ -67,6 +78,9 @@ void FakeHost::write_be64(uint64_t addr, uint64_t v) {
 }
 
 bool FakeHost::dma_read(uint64_t addr, void *buf, size_t len) {
+    if (recording) {
+        recorded.push_back({'r', addr, len});
+    }
     uint8_t *m = mem(addr, len);
     if (!m) {
         ++dma_errors;
@@ -77,6 +91,9 @@ bool FakeHost::dma_read(uint64_t addr, void *buf, size_t len) {
 }
 
 bool FakeHost::dma_write(uint64_t addr, const void *buf, size_t len) {
+    if (recording) {
+        recorded.push_back({'w', addr, len});
+    }
     uint8_t *m = mem(addr, len);
     if (!m) {
         ++dma_errors;
@@ -86,14 +103,22 @@ bool FakeHost::dma_write(uint64_t addr, const void *buf, size_t len) {
     return true;
 }
 
-void FakeHost::msix_notify(unsigned vector) { ++msix[vector]; }
+void FakeHost::msix_notify(unsigned vector) {
+    if (recording) {
+        recorded.push_back({'i', vector, 0});
+    }
+    ++msix[vector];
+}
 
-void FakeHost::port_tx(unsigned, const void *pkt, size_t len) {
+void FakeHost::port_tx(unsigned port, const void *pkt, size_t len) {
+    if (recording) {
+        recorded.push_back({'t', port, len});
+    }
     const auto *p = static_cast<const uint8_t *>(pkt);
     tx.emplace_back(p, p + len);
 }
 
-Bench::Bench(const hca::DeviceConfig &cfg) : dev(host, cfg) {
+Bench::Bench(const hca::DeviceConfig &cfg, size_t mem_bytes) : host(mem_bytes), dev(host, cfg) {
     // Past the "initializing" window of a power-on reset.
     advance(hca::InitSeg::kInitDelayNs);
 }
@@ -107,7 +132,8 @@ hca::DeviceConfig Bench::fabric_config(uint64_t guid) {
 
 Wire::Wire() : Wire(Bench::fabric_config(0x0002c90300b00001), Bench::fabric_config(0x0002c90300b00002)) {}
 
-Wire::Wire(const hca::DeviceConfig &cfg_a, const hca::DeviceConfig &cfg_b) : a(cfg_a), b(cfg_b) {
+Wire::Wire(const hca::DeviceConfig &cfg_a, const hca::DeviceConfig &cfg_b, size_t mem_bytes)
+    : a(cfg_a, mem_bytes), b(cfg_b, mem_bytes) {
     a.dev.port_link(1, true);
     b.dev.port_link(1, true);
 }

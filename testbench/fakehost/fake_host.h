@@ -18,7 +18,12 @@ class FakeHost final : public hca::Host {
   public:
     static constexpr uint64_t kMemBase = 0x10000000;
 
+    // Guest memory is an anonymous mapping: pages nobody touches cost
+    // nothing, so a test may give the device a GiB beyond what it allocates.
     explicit FakeHost(size_t mem_bytes = 64u << 20);
+    ~FakeHost() override;
+    FakeHost(const FakeHost &) = delete;
+    FakeHost &operator=(const FakeHost &) = delete;
 
     // Guest memory.
     uint8_t *mem(uint64_t addr, size_t len);
@@ -46,15 +51,27 @@ class FakeHost final : public hca::Host {
     uint64_t dma_errors = 0;
     std::vector<std::vector<uint8_t>> tx;
 
+    // Every DMA, MSI-X message and transmitted frame of the device while
+    // recording (teardown tests: nothing may touch the host after the
+    // driver's teardown has completed).
+    struct Access {
+        char kind;  // 'r' DMA read, 'w' DMA write, 'i' MSI-X, 't' frame out
+        uint64_t addr;  // guest address, vector or port
+        size_t len;
+    };
+    bool recording = false;
+    std::vector<Access> recorded;
+
   private:
-    std::vector<uint8_t> mem_;
+    uint8_t *mem_ = nullptr;
+    size_t size_ = 0;
     uint64_t next_ = kMemBase;
 };
 
 // A device plus its fake host; pump() runs deferred work and due timers
 // the way QEMU's main loop would.
 struct Bench {
-    explicit Bench(const hca::DeviceConfig &cfg = {});
+    explicit Bench(const hca::DeviceConfig &cfg = {}, size_t mem_bytes = 64u << 20);
     static hca::DeviceConfig fabric_config(uint64_t guid);
     void pump();
     // Advance the clock, firing timers on the way.
@@ -68,7 +85,7 @@ struct Bench {
 // are handed to the other, unless the filter drops them.
 struct Wire {
     Wire();
-    Wire(const hca::DeviceConfig &cfg_a, const hca::DeviceConfig &cfg_b);
+    Wire(const hca::DeviceConfig &cfg_a, const hca::DeviceConfig &cfg_b, size_t mem_bytes = 64u << 20);
     // Moves frames until both sides are quiet; drop(from_a, frame_no) may drop.
     void pump(const std::function<bool(bool, uint64_t)> &drop = {});
     // Advances both clocks, delivering frames and firing timers on the way.

@@ -34,13 +34,14 @@ SUITES = {
     "rdma-core": ("the rdma-core pyverbs test suite against its baseline", ["09-rdma-core"]),
     "ipoib": ("IPoIB datagram and connected mode: ping, iperf3, link flap, reloads", ["07-ipoib", "11-rdmacm"]),
     "rdmacm": ("RDMA-CM over IPoIB: rping, ucmatose, udaddy, mckey", ["11-rdmacm"]),
-    "reload": ("driver reload and port recovery stress", ["02-core-probe", "04-ib-opensm", "07-ipoib"]),
+    "reload": ("driver reload and port recovery stress; unload, FLR and reboot under traffic",
+               ["02-core-probe", "04-ib-opensm", "07-ipoib", "13-teardown"]),
     "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
     "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
-    "robustness": ("the host side under a wrong or hostile guest: fabric restart, "
+    "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
-                   ["14-fabric-restart", "15-harness", "16-hostile"]),
+                   ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),
 }
 
 

@@ -68,7 +68,10 @@ typedef struct HcaModelConfig {
 HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque,
                         const HcaModelConfig *cfg, char *err, size_t errlen);
 void hca_model_free(HcaModel *m);
-/* Power-on / PCI reset: every object and all state is dropped. */
+/* Power-on / PCI reset (system reset, bus reset, FLR): every object,
+ * timer, queued doorbell and packet and all state is dropped. The host
+ * drops its pending hca_model_run() and timer request with it (the model
+ * asks again when it has work). */
 void hca_model_reset(HcaModel *m);
 
 /* BAR0 accesses; size is 1, 2, 4 or 8. */
