@@ -1,10 +1,10 @@
 # hcasim-test: nodes=2 timeout=2700 reboot=1 ci=0
 # The driver goes away under traffic, and the device must not care: node 0
-# unloads its driver stack (ib_ipoib, mlx5_ib, mlx5_core) 10 times while
-# ib_write_bw writes to node 1 and 10 times while iperf3 runs over IPoIB,
-# then probes cleanly and passes traffic; its function is reset through
-# sysfs (FLR) while node 1 keeps sending to it; it reboots in the middle of
-# iperf3. Node 1 keeps its driver and serves throughout.
+# reboots in the middle of iperf3; it unloads its driver stack (ib_ipoib,
+# mlx5_ib, mlx5_core) 10 times while ib_write_bw writes to node 1 and 10
+# times while iperf3 runs over IPoIB, then probes cleanly and passes
+# traffic; its function is reset through sysfs (FLR) while node 1 keeps
+# sending to it. Node 1 keeps its driver and serves throughout.
 #
 # Each unload and load of mlx5_ib destroys and rebuilds its MR cache (about
 # 6100 DESTROY_MKEY / CREATE_MKEY commands), so a cycle takes minutes on a
@@ -70,46 +70,61 @@ check_no_trouble() {
 mark() { echo "hcasim-mark $1" > /dev/kmsg; }
 XMIT=/sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data
 
-if [ "$boot" = 2 ]; then
+# The reboot comes first: QEMU 7.2's TCG keeps every translated block
+# across a system reset, and after the cycles below (driver reloads,
+# minutes of traffic) the rebooted kernel crawls clearing pages that held
+# them (docs/STATUS.md, "QEMU 7.2 after a long run"), which is QEMU's
+# trouble, not the device's.
+if [ "$boot" = 1 ]; then
+    check "driver stack loads, port ACTIVE, ib0 carrier" load_stack
+    barrier up 180
+
+    # Node 1: servers for every cycle at once (a fresh port each, so a client
+    # that vanished never blocks the next one).
+    BW_PORTS="18530 18540 18541 18600"
+    IPERF_PORTS="5299 5301 5302"
+    if [ "$me" = 1 ]; then
+        for i in $(seq $CYCLES); do
+            BW_PORTS="$BW_PORTS $((18515 + i))"
+            IPERF_PORTS="$IPERF_PORTS $((5200 + i))"
+        done
+        for p in $BW_PORTS; do
+            d=30  # the cycles' clients are unloaded mid-run; the checks' run 2 s
+            case $p in 18530 | 18541 | 18600) d=2 ;; esac
+            timeout 900 ib_write_bw -d mlx5_0 -p $p -D $d -F > /tmp/bw-server-$p.txt 2>&1 &
+        done
+        for p in $IPERF_PORTS; do
+            timeout 900 iperf3 -s -1 -p $p > /dev/null 2>&1 &
+        done
+        n=$(echo $BW_PORTS $IPERF_PORTS | wc -w)
+        for _ in $(seq 600); do
+            [ "$(ss -ltnH | grep -cE ':(18[56][0-9][0-9]|5[23][0-9][0-9]) ')" -ge "$n" ] && break
+            sleep 0.1
+        done
+        check "node 1: $n servers listening" test "$(ss -ltnH | grep -cE ':(18[56][0-9][0-9]|5[23][0-9][0-9]) ')" -ge "$n"
+    fi
+    barrier servers 120
+
+    # Reboot in the middle of iperf3 (the shutdown path, then a QEMU reset).
+    if [ "$me" = 0 ]; then
+        timeout 120 iperf3 -c "$peerip" -p 5301 -t 60 > /tmp/iperf-reboot.txt 2>&1 &
+        grows /sys/class/net/ib0/statistics/tx_bytes
+        check "traffic flowing before the reboot" test $? = 0
+        echo "# rebooting under iperf3"
+        reboot_now
+    fi
+else
     # Node 0 rebooted in the middle of iperf3 (QEMU reset the device).
     check "node 0 came back after the reboot" test "$me" = 0
     check "driver stack loads after the reboot, port ACTIVE, ib0 carrier" load_stack
     check_dmesg_clean "after reboot: clean probe"
-    barrier rebooted 300
+fi
+barrier rebooted 600
+if [ "$me" = 0 ]; then
     check "iperf3 over IPoIB after the reboot" retry 10 timeout 60 iperf3 -c "$peerip" -p 5302 -t 3
     check "ib_write_bw after the reboot" retry 10 timeout 60 ib_write_bw -d mlx5_0 -p 18600 -D 2 -F "$(mgmt_ip 1)"
-    barrier after-reboot 300
-    finish
 fi
-
-check "driver stack loads, port ACTIVE, ib0 carrier" load_stack
-barrier up 180
-
-# Node 1: servers for every cycle at once (a fresh port each, so a client
-# that vanished never blocks the next one).
-BW_PORTS="18530 18540 18541 18600"
-IPERF_PORTS="5299 5301 5302"
-if [ "$me" = 1 ]; then
-    for i in $(seq $CYCLES); do
-        BW_PORTS="$BW_PORTS $((18515 + i))"
-        IPERF_PORTS="$IPERF_PORTS $((5200 + i))"
-    done
-    for p in $BW_PORTS; do
-        d=30  # the cycles' clients are unloaded mid-run; the checks' run 2 s
-        case $p in 18530 | 18541 | 18600) d=2 ;; esac
-        timeout 900 ib_write_bw -d mlx5_0 -p $p -D $d -F > /tmp/bw-server-$p.txt 2>&1 &
-    done
-    for p in $IPERF_PORTS; do
-        timeout 900 iperf3 -s -1 -p $p > /dev/null 2>&1 &
-    done
-    n=$(echo $BW_PORTS $IPERF_PORTS | wc -w)
-    for _ in $(seq 600); do
-        [ "$(ss -ltnH | grep -cE ':(18[56][0-9][0-9]|5[23][0-9][0-9]) ')" -ge "$n" ] && break
-        sleep 0.1
-    done
-    check "node 1: $n servers listening" test "$(ss -ltnH | grep -cE ':(18[56][0-9][0-9]|5[23][0-9][0-9]) ')" -ge "$n"
-fi
-barrier servers 120
+barrier after-reboot 300
 
 if [ "$me" = 0 ]; then
     mark cycles
@@ -176,19 +191,8 @@ if [ "$me" = 1 ]; then
     kill $ping_pid 2> /dev/null
     check "node 1 reaches node 0 over IPoIB after its FLR" retry 20 ping -c 1 -W 2 "$peerip"
 fi
-# Node 0 reboots next: not before node 1 has had its ping.
 barrier flr-checked 120
 
-# Reboot in the middle of iperf3 (the shutdown path, then a QEMU reset).
-if [ "$me" = 0 ]; then
-    timeout 120 iperf3 -c "$peerip" -p 5301 -t 60 > /tmp/iperf-reboot.txt 2>&1 &
-    grows /sys/class/net/ib0/statistics/tx_bytes
-    check "traffic flowing before the reboot" test $? = 0
-    echo "# rebooting under iperf3"
-    reboot_now
-fi
-barrier rebooted 600
-barrier after-reboot 300
 if [ "$me" = 1 ]; then
     check "node 1 stayed up: port ACTIVE" wait_port_active 10
     check_dmesg_clean "node 1: clean dmesg"
