@@ -117,7 +117,9 @@ TEST_CASE("TEARDOWN_HCA while RC traffic flows both ways: the peer's retransmiss
     Pair &p = busy.p;
     CHECK(p.a.d.exec(Driver::inbox(hca::kOpTeardownHca, 0, 16), 16).status == 0);
     p.w.a.host.recording = true;
-    p.w.advance(2'000'000'000);
+    // Long enough for all of B's retries at the local ACK timeout floor
+    // (kAckTimeoutFloorNs, 500 ms each).
+    p.w.advance(8'000'000'000);
     CHECK(p.w.a.host.recorded.empty());
     // B's SEND was never acknowledged: its requester gives up like against a dead node.
     auto e = p.b.d.next_cqe(p.b.scq);
