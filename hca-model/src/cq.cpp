@@ -59,7 +59,7 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not 8-byte aligned", cq.dbr);
         return;
     }
-    const uint64_t offset_bytes = uint64_t{cq.page_offset} << (12 + cq.log_page_size) >> 6;
+    const uint64_t offset_bytes = PageList::offset_bytes(cq.page_offset, cq.log_page_size);
     const auto pas = c.in_block(ifc::create_cq_in::pas);
     if (!load_queue_buffer(c, dev_.budget, cq.buf, "CQ", pas, pas.size() / 8, cq.log_page_size, offset_bytes,
                            uint64_t{cq.stride} << cq.log_size)) {
@@ -204,7 +204,7 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     }
     PageList buf;
     const auto pas = c.in_block(ifc::modify_cq_in::pas);
-    const uint64_t offset_bytes = uint64_t{page_offset} << (12 + log_page_size) >> 6;
+    const uint64_t offset_bytes = PageList::offset_bytes(page_offset, log_page_size);
     if (!load_queue_buffer(c, dev_.budget, buf, "new CQ", pas, pas.size() / 8, log_page_size, offset_bytes,
                            uint64_t{cq.stride} << log_size)) {
         return;

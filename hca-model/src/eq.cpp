@@ -62,7 +62,7 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
     eq.log_page_size = static_cast<uint8_t>(log_page_size);
     const uint64_t bytes = uint64_t{kEqeSize} << log_size;
     // page_offset counts 1/64ths of a page (as for CQs and QPs).
-    const uint64_t offset_bytes = uint64_t{page_offset} << (12 + log_page_size) >> 6;
+    const uint64_t offset_bytes = PageList::offset_bytes(page_offset, log_page_size);
     const auto pas = c.in_block(create_eq_in::pas);
     const uint64_t npas = pas.size() / 8;
     if (!load_queue_buffer(c, dev_.budget, eq.buf, "EQ", pas, npas, log_page_size, offset_bytes, bytes)) {

@@ -20,7 +20,7 @@ bool PageList::charge(Budget &b) {
 
 std::string PageList::init(std::span<const uint8_t> pas, uint64_t npages, unsigned log_page_size,
                            uint64_t page_offset_bytes, uint64_t bytes) {
-    if (log_page_size > 18) {
+    if (log_page_size > kMaxLogPageSize) {
         return fmt::format("log_page_size {} is larger than 1 GiB pages", log_page_size);
     }
     const unsigned shift = 12 + log_page_size;

@@ -18,6 +18,14 @@ struct CmdCtx;
 
 class PageList {
   public:
+    // Largest log_page_size (over 4 KiB) a queue's page list may use: 1 GiB.
+    static constexpr unsigned kMaxLogPageSize = 18;
+    // Byte offset of a queue in its first page from the context's
+    // page_offset (in 1/64ths of a page). 0 for a page size init() refuses,
+    // so a guest's 6-bit log_page_size never makes the shift undefined.
+    static uint64_t offset_bytes(uint64_t page_offset, unsigned log_page_size) {
+        return log_page_size > kMaxLogPageSize ? 0 : page_offset << (12 + log_page_size) >> 6;
+    }
     // Reads npages BE64 entries; checks count and alignment against the
     // bytes the queue needs.  Returns "" or why the list is unusable.
     std::string init(std::span<const uint8_t> pas, uint64_t npages, unsigned log_page_size,

@@ -243,7 +243,7 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     const uint64_t bytes = rq_bytes + uint64_t{qp.sq_wqebbs()} * kWqeBb;
     qp.sq_offset = rq_bytes;
     if (bytes) {
-        const uint64_t offset_bytes = uint64_t{qp.page_offset} << (12 + qp.log_page_size) >> 6;
+        const uint64_t offset_bytes = PageList::offset_bytes(qp.page_offset, qp.log_page_size);
         const auto pas = c.in_block(ifc::create_qp_in::pas);
         if (!load_queue_buffer(c, dev_.budget, qp.buf, "QP", pas, pas.size() / 8, qp.log_page_size, offset_bytes,
                                bytes)) {

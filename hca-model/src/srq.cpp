@@ -89,7 +89,7 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         c.fail(Status::BAD_PARAM, "SRQ doorbell record 0x{:x} is not aligned", s.dbr);
         return false;
     }
-    const uint64_t offset_bytes = uint64_t{s.page_offset} << (12 + s.log_page_size) >> 6;
+    const uint64_t offset_bytes = PageList::offset_bytes(s.page_offset, s.log_page_size);
     if (!load_queue_buffer(c, dev_.budget, s.buf, "SRQ", pas, pas.size() / 8, s.log_page_size, offset_bytes,
                            uint64_t{s.stride} << s.log_size)) {
         return false;
