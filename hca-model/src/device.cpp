@@ -307,6 +307,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         // to the receive side itself.
         ++counters.packets_looped;
         rx_.push_back(local ? std::move(pkt) : pkt);
+        rx_.back().looped = true;
         if (local) {
             return;
         }
@@ -357,7 +358,7 @@ void Device::receive(Packet &pkt) {
     ++run_packets_;
     run_bytes_ += pkt.bytes.size();
     iba::PacketView v;
-    const iba::ParseError e = iba::parse(pkt.bytes, v);
+    const iba::ParseError e = iba::parse(pkt.bytes, v, !pkt.looped);
     if (e != iba::ParseError::None) {
         ++p.counters().rcv_errors;
         ++counters.packets_dropped;

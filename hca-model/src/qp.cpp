@@ -589,24 +589,31 @@ void QpTable::to_error(Qp &qp, const char *why) {
         store_be32(data + 0x18, qp.qpn);
         dev_.eqs.post_event(kEventSrqLastWqe, 0, data, sizeof(data));
     }
+    qp.flush_poll_ns = kFlushPollMinNs;
     arm_flush_timer(qp);
 }
 
 void QpTable::arm_flush_timer(Qp &qp) {
     // There is no RQ doorbell: receive WQEs posted while in error are
     // noticed by polling the doorbell record (ib_drain_rq(), IPoIB stop).
+    // Drivers post them right after the move to ERR, so the poll starts
+    // at 2 ms and backs off to 64 ms while nothing is posted: a QP left
+    // in error does not cost a timer every 2 ms.
     if (qp.rq_type != kRqRegular || qp.flush_timer) {
         return;
     }
     const uint32_t qpn = qp.qpn;
-    qp.flush_timer = dev_.add_timer(2'000'000, [this, qpn] {
+    qp.flush_timer = dev_.add_timer(std::max(qp.flush_poll_ns, kFlushPollMinNs), [this, qpn] {
         Qp *q = find(qpn);
         if (!q) {
             return;
         }
         q->flush_timer = 0;
         if (q->state == QpState::Err) {
+            const uint16_t flushed = q->rq_flushed;
             flush_rq(*q);
+            q->flush_poll_ns = q->rq_flushed != flushed ? kFlushPollMinNs
+                                                        : std::min(q->flush_poll_ns * 2, kFlushPollMaxNs);
             arm_flush_timer(*q);
         }
     });

@@ -132,6 +132,7 @@ struct Qp {
     bool sq_pending = false;  // rung since the send queue last ran
     std::map<uint16_t, std::vector<uint8_t>> bf_wqes;  // WQEs delivered by BlueFlame, by index
     Timers::Id flush_timer = 0;
+    int64_t flush_poll_ns = 0;  // the error state's RQ doorbell-record poll interval
     std::set<iba::Gid> mcgs;
     RcState rc;  // connected transports
     uint64_t sent = 0;
@@ -151,6 +152,7 @@ struct Qp {
 struct Packet {
     std::vector<uint8_t> bytes;  // LRH .. VCRC
     uint64_t id = 0;             // the sender's packet id (link frames, traces, capture)
+    bool looped = false;         // built by this HCA for its own port: CRCs not checked again
 };
 
 class QpTable {
@@ -252,6 +254,8 @@ class QpTable {
     void flush_sq(Qp &qp);
     void flush_rq(Qp &qp);
     void arm_flush_timer(Qp &qp);
+    static constexpr int64_t kFlushPollMinNs = 2'000'000;
+    static constexpr int64_t kFlushPollMaxNs = 64'000'000;
     void apply_path(AddressPath &p, std::span<const uint8_t> in, ifc::Block ads);
     void release(Qp &qp);
 

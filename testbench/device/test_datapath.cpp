@@ -227,6 +227,27 @@ TEST_CASE("a bad lkey: local protection error, QP to error, later WQEs flushed",
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndWrFlush);
     CHECK(hca::load_be16(e->data() + 0x3c) == 2);
+    // Left in error with nothing posted, the poll backs off to 64 ms (no
+    // timer every 2 ms forever), still sees a late receive, then is quick again.
+    const auto ms_until_flushed = [&] {
+        for (int ms = 1; ms <= 100; ++ms) {
+            s.b.advance(1'000'000);
+            if (auto c = s.d.next_cqe(s.rcq)) {
+                CHECK((*c)[0x37] == hca::kSyndWrFlush);
+                return ms;
+            }
+        }
+        return 0;
+    };
+    s.b.advance(1'000'000'000);
+    s.d.post_recv(a, s.lkey, rbuf, 512);
+    const int late = ms_until_flushed();
+    CHECK(late > 2);  // the poll had backed off
+    CHECK(late <= 64);
+    s.d.post_recv(a, s.lkey, rbuf, 512);
+    const int soon = ms_until_flushed();
+    CHECK(soon >= 1);
+    CHECK(soon <= 2);  // a flush brings the 2 ms poll back
 }
 
 TEST_CASE("CQ arming: one completion EQE per arm, immediate event over pending CQEs", "[dp][cq]") {

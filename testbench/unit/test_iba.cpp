@@ -75,6 +75,12 @@ TEST_CASE("CRCs: invariant fields are covered, variant fields are not", "[iba]")
     CHECK(parse(bad, v) == ParseError::BadVcrc);
     hca::store_be16(bad.data() + bad.size() - 2, vcrc({bad.data(), bad.size() - 2}));
     CHECK(parse(bad, v) == ParseError::BadIcrc);
+    // A packet looped back inside the HCA is not checked again; its headers are.
+    CHECK(parse(bad, v, false) == ParseError::None);
+    CHECK(v.payload.size() == 64);
+    auto truncated = bad;
+    truncated.resize(8 + 40 + 12 + 4 + 6);
+    CHECK(parse(truncated, v, false) != ParseError::None);
     // A switch may change the VL and the hop limit: only the VCRC is recomputed.
     auto routed = pkt;
     routed[0] = static_cast<uint8_t>(routed[0] | 0x20);  // VL 2

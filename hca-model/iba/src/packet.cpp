@@ -152,6 +152,14 @@ constexpr VcrcTables kVcrc;
 
 }  // namespace
 
+// A fuzzer learns nothing from the branches of a CRC loop, which under
+// coverage instrumentation cost a callback per eight bytes, and ASan's
+// check of every table lookup finds nothing the span's bounds do not
+// already guarantee (together a fifth of the wire target's time): keep the
+// function out of both. Known-answer tests check it (test_iba.cpp).
+#if defined(__clang__)
+__attribute__((no_sanitize("coverage", "address")))
+#endif
 uint16_t vcrc(std::span<const uint8_t> p) {
     uint16_t crc = 0xffff;
     const uint8_t *d = p.data();
@@ -171,7 +179,7 @@ uint16_t vcrc(std::span<const uint8_t> p) {
     return static_cast<uint16_t>(~crc);
 }
 
-ParseError parse(std::span<const uint8_t> pkt, PacketView &v) {
+ParseError parse(std::span<const uint8_t> pkt, PacketView &v, bool check_crcs) {
     v = {};
     if (pkt.size() < sizeof(Lrh) + sizeof(Bth) + 6) {
         return ParseError::Truncated;
@@ -235,6 +243,9 @@ ParseError parse(std::span<const uint8_t> pkt, PacketView &v) {
     v.icrc = hca::load_be32(pkt.data() + end);
     v.vcrc = hca::load_be16(pkt.data() + end + 4);
     // Each CRC is stored big-endian on the wire in our captures.
+    if (!check_crcs) {
+        return ParseError::None;
+    }
     if (vcrc(pkt.first(end + 4)) != v.vcrc) {
         return ParseError::BadVcrc;
     }
