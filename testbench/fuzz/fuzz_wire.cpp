@@ -213,7 +213,13 @@ void fill_ext(World &x, Input &in, uint8_t op, uint8_t *e) {
     case iba::kWriteFirst: case iba::kWriteOnly: case iba::kWriteOnlyImm: case iba::kReadRequest:
         hca::store_be64(e, addr(false));
         hca::store_be32(e + 8, in.flag() ? x.rkey : in.u32());
-        hca::store_be32(e + 12, in.flag() ? in.u16() % 4200 : in.u32());
+        // DMA length: short; up to 1 MiB; or at least 128 MiB, past the
+        // end of guest memory unless the address is arbitrary (a READ of
+        // tens of MiB inside it would cost the input tens of thousands of
+        // response packets and teach the fuzzer nothing new).
+        hca::store_be32(e + 12, in.flag()   ? in.u16() % 4200
+                                : in.flag() ? in.u32() % (1u << 20)
+                                            : in.u32() | 0x08000000);
         if (op == iba::kWriteOnlyImm) {
             hca::store_be32(e + 16, in.u32());
         }

@@ -4,6 +4,7 @@ cache (~/.cache/hcasim/fuzz/<target>/corpus), seeded from the checked-in
 corpus.  Memory and time per input are capped; a crash, leak, timeout or
 out-of-memory input is saved, with the command that reproduces it, and the
 command fails.  docs/RELIABILITY.md has the figures of a campaign."""
+import os
 import random
 import re
 import shlex
@@ -52,7 +53,8 @@ def register(sub):
                        "fails on any crash, leak or hang")
     s.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"targets to run (default all): {', '.join(TARGETS)}")
-    s.add_argument("--time", type=float, default=60, help="seconds per target (default 60)")
+    s.add_argument("--time", type=float, help="seconds per target (default 60, or no limit with --runs)")
+    s.add_argument("--runs", type=int, help="stop each target after this many executions")
     s.add_argument("--jobs", type=int, default=1, help="fuzzer processes per target (libFuzzer -fork; default 1)")
     s.add_argument("--seed", type=int, help="libFuzzer seed (default random)")
     s.add_argument("--rss-limit-mb", type=int, default=2048, help="memory limit of the fuzzer (default 2048)")
@@ -66,9 +68,13 @@ def register(sub):
 
 def command(target, a, seed, corpus, artifacts):
     binary, seeds = TARGETS[target]
-    cmd = [SAN_BUILD / binary, f"-seed={seed}", f"-max_total_time={int(a.time)}", f"-max_len={a.max_len}",
+    cmd = [SAN_BUILD / binary, f"-seed={seed}", f"-max_len={a.max_len}",
            f"-rss_limit_mb={a.rss_limit_mb}", f"-malloc_limit_mb={a.malloc_limit_mb}", f"-timeout={a.timeout}",
            f"-artifact_prefix={artifacts}/", "-print_final_stats=1", "-print_pcs=0"]
+    if a.time:
+        cmd.append(f"-max_total_time={int(a.time)}")
+    if a.runs:
+        cmd.append(f"-runs={a.runs}")
     if a.jobs > 1:
         cmd.append(f"-fork={a.jobs}")
     cmd += [corpus]
@@ -88,6 +94,40 @@ def parse(out, r):
     r.rss_mb = int(stats.get("peak_rss_mb", 0))
 
 
+def fuzz_env():
+    """ASan with a 64 MiB quarantine instead of 256: libFuzzer runs a leak
+    check after every input whose mallocs and frees do not pair up, and the
+    check walks every chunk, freed ones in quarantine too (with 256 MiB it
+    took most of the `objects` target's time).  A use after free is still
+    caught while the freed memory is among the last 64 MiB freed, many
+    inputs back.  A caller's own ASAN_OPTIONS still wins."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ":".join(o for o in ("quarantine_size_mb=64", env.get("ASAN_OPTIONS")) if o)
+    return env
+
+
+def run_fuzzer(cmd, log, home):
+    """The fuzzer in a session of its own, whose scheduler autogroup gets
+    our nice value: with autogroups on (the Debian default) each session's
+    group gets an equal share of the CPUs whatever its members' nice
+    values, so `nice -n 19 ./hcasim fuzz` still took a third of a 2-core
+    machine from guest tests when the nice value stopped at the process."""
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=home, env=fuzz_env(),
+                            start_new_session=True)
+    level = os.nice(0)
+    if level > 0:
+        try:
+            Path(f"/proc/{proc.pid}/autogroup").write_text(f"{level}\n")
+        except OSError:
+            pass
+    try:
+        return proc.wait()
+    except BaseException:
+        proc.kill()  # its own session: Ctrl-C does not reach it
+        proc.wait()
+        raise
+
+
 def run_target(target, a):
     seed = a.seed if a.seed is not None else random.randrange(1, 2**31)
     home = FUZZ_CACHE / target
@@ -97,13 +137,14 @@ def run_target(target, a):
     artifacts.mkdir(parents=True, exist_ok=True)
     before = {p.name for p in artifacts.iterdir()}
     cmd = command(target, a, seed, corpus, artifacts)
-    say(f"fuzz {target}: {a.time:.0f}s, seed {seed}, corpus {corpus}")
+    limit = " and ".join(x for x in (a.time and f"{a.time:.0f}s", a.runs and f"{a.runs} runs") if x)
+    say(f"fuzz {target}: {limit}, seed {seed}, corpus {corpus}")
     log = home / "last.log"
     t0 = time.monotonic()
     with open(log, "w") as f:
         f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
         f.flush()
-        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=home).returncode
+        rc = run_fuzzer(cmd, f, home)
     r = Result(target, seed, seconds=time.monotonic() - t0, rc=rc)
     out = log.read_text(errors="replace")
     parse(out, r)
@@ -115,6 +156,8 @@ def run_target(target, a):
 
 
 def main(a):
+    if a.time is None and a.runs is None:
+        a.time = 60
     targets = a.targets or list(TARGETS)
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
