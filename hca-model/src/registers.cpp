@@ -59,9 +59,18 @@ void Registers::access(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "{} is read-only", desc->name);
         return;
     }
+    // A read may carry less than the whole register (only its index
+    // fields matter): the handlers see it zero-extended to the register's
+    // size, so none reads past what the driver sent.
+    std::span<const uint8_t> req = in;
+    if (in.size() < desc->size) {
+        request_.assign(desc->size, 0);
+        std::copy(in.begin(), in.end(), request_.begin());
+        req = request_;
+    }
     // The reply starts as the request: index fields come back as given.
-    std::copy_n(in.begin(), std::min(in.size(), out.size()), out.begin());
-    RegAccess r{c, write, static_cast<uint32_t>(c.get(ifc::access_register_in::argument)), in, out};
+    std::copy_n(req.begin(), std::min(req.size(), out.size()), out.begin());
+    RegAccess r{c, write, static_cast<uint32_t>(c.get(ifc::access_register_in::argument)), req, out};
     (this->*desc->handler)(r);
     if (c.ok()) {
         dev_.trace(kTrCmd, "access_reg {} {} argument=0x{:x}", desc->name, write ? "write" : "read", r.argument);

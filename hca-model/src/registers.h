@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 #include <string>
 
 namespace hca {
@@ -48,6 +49,7 @@ class Registers {
   private:
     Device &dev_;
     std::array<uint8_t, 16> host_endianness_{};
+    std::vector<uint8_t> request_;  // a short read request, zero-extended
 };
 
 }  // namespace hca

@@ -198,6 +198,16 @@ TEST_CASE("ACCESS_REG MCAM/MCQS/MCQI: the firmware version devlink reports", "[h
     REQUIRE(r.status == 0);
     const uint8_t *v = r.out.data() + 16 + ifc::mcqi_reg::data.byte();
     CHECK(ifc::get(v, ifc::mcqi_version::version) == (16u << 24 | 35u << 16 | 2000u));
+    // A read request shorter than the register (the fuzzer's 10-byte MCQI,
+    // which read past the inbox) is taken as zero-extended: component 0,
+    // info type 0, which does not exist.
+    for (const size_t short_in : {size_t{16}, size_t{16 + 2}, size_t{16 + 10}}) {
+        auto s = Driver::inbox(hca::kOpAccessReg, 1, short_in);
+        ifc::set(s.data(), ifc::access_register_in::register_id, 0x9061);
+        CHECK(d.exec(s, len).status == 0x03);
+        ifc::set(s.data(), ifc::access_register_in::register_id, 0x5001);  // PCAP: local_port 0
+        CHECK(d.exec(s, 16 + ifc::pcap_reg::size_bytes).status == 0x03);
+    }
     // Writes to read-only registers are refused.
     auto w = mcqs;
     ifc::set(w.data(), ifc::cmd_in_hdr::op_mod, 0);
