@@ -1,5 +1,6 @@
-// QP objects: creation, the modify state machine, query, destruction, the
-// error state with its flushing, and multicast attachment.
+// QP objects: creation, query, destruction, the error state with its
+// flushing, and multicast attachment (the modify state machine is in
+// qp_modify.cpp).
 #include "qp.h"
 
 #include <cstring>
@@ -15,72 +16,32 @@ using ifc::qpc;
 
 namespace {
 
-// Modify opcodes and the state each starts from / leads to.
-struct Transition {
-    uint16_t opcode;
-    const char *name;
-    int from;  // -1: any state
-    QpState to;
-};
-
-constexpr uint16_t kOpRst2Init = 0x502, kOpInit2Rtr = 0x503, kOpRtr2Rts = 0x504, kOpRts2Rts = 0x505,
-                   kOpSqerr2Rts = 0x506, kOp2Err = 0x507, kOp2Rst = 0x50a, kOpSqd2Rts = 0x50c,
-                   kOpInit2Init = 0x50e;
-
-constexpr Transition kTransitions[] = {
-    {kOpRst2Init, "RST2INIT", int(QpState::Rst), QpState::Init},
-    {kOpInit2Init, "INIT2INIT", int(QpState::Init), QpState::Init},
-    {kOpInit2Rtr, "INIT2RTR", int(QpState::Init), QpState::Rtr},
-    {kOpRtr2Rts, "RTR2RTS", int(QpState::Rtr), QpState::Rts},
-    {kOpRts2Rts, "RTS2RTS", int(QpState::Rts), QpState::Rts},
-    {kOpSqerr2Rts, "SQERR2RTS", int(QpState::Sqer), QpState::Rts},
-    {kOpSqd2Rts, "SQD2RTS", int(QpState::Sqd), QpState::Rts},
-    {kOp2Err, "2ERR", -1, QpState::Err},
-    {kOp2Rst, "2RST", -1, QpState::Rst},
-};
-
-// opt_param_mask bits (qp.h MLX5_QP_OPTPAR_*).
-enum : uint32_t {
-    kOptAltPath = 1u << 0,
-    kOptRre = 1u << 1,
-    kOptRae = 1u << 2,
-    kOptRwe = 1u << 3,
-    kOptPkeyIndex = 1u << 4,
-    kOptQkey = 1u << 5,
-    kOptRnrTimeout = 1u << 6,
-    kOptPrimaryPath = 1u << 7,
-    kOptSraMax = 1u << 8,
-    kOptRraMax = 1u << 9,
-    kOptPmState = 1u << 10,
-    kOptRetryCount = 1u << 12,
-    kOptRnrRetry = 1u << 13,
-    kOptAckTimeout = 1u << 14,
-    kOptPriPort = 1u << 16,
-};
-
-// The attributes a modify applied, against the port and the capabilities:
-// P_Key index and port, and the outstanding RDMA READ/atomic depth
-// (log_max_ra_req_qp, log_max_ra_res_qp; the responder keeps state for
-// 2^log_rra_max requests).
-bool modify_within_limits(const Qp &qp, const Caps &caps, CmdCtx &c) {
-    if (c.opcode == kOpRst2Init || c.opcode == kOpInit2Init || c.opcode == kOpInit2Rtr) {
-        if (qp.path.pkey_index >= Port::kPkeyTableSize) {
-            c.fail(Status::BAD_PARAM, "pkey_index {} beyond the P_Key table", qp.path.pkey_index);
-            return false;
-        }
-        if (qp.path.port != 1) {
-            c.fail(Status::BAD_PARAM, "port {} does not exist", qp.path.port);
-            return false;
-        }
-    }
-    const uint64_t max_res = caps.gen(ifc::cmd_hca_cap::log_max_ra_res_qp);
-    const uint64_t max_req = caps.gen(ifc::cmd_hca_cap::log_max_ra_req_qp);
-    if (qp.log_rra_max > max_res || qp.log_sra_max > max_req) {
-        c.fail(Status::BAD_PARAM, "log_rra_max {} / log_sra_max {} exceed log_max_ra_res_qp {} / log_max_ra_req_qp {}",
-               qp.log_rra_max, qp.log_sra_max, max_res, max_req);
-        return false;
-    }
-    return true;
+// The QP context of CREATE_QP, as given.
+Qp qp_of_create(CmdCtx &c) {
+    const ifc::Block ctx = ifc::create_qp_in::qpc;
+    auto f = [&](ifc::Field fld) { return c.get(ifc::in(ctx, fld)); };
+    Qp qp;
+    qp.st = static_cast<uint8_t>(f(qpc::st));
+    qp.pd = static_cast<uint32_t>(f(qpc::pd));
+    qp.uid = static_cast<uint16_t>(c.get(ifc::create_qp_in::uid));
+    qp.user_index = static_cast<uint32_t>(f(qpc::user_index));
+    qp.cqn_snd = static_cast<uint32_t>(f(qpc::cqn_snd));
+    qp.cqn_rcv = static_cast<uint32_t>(f(qpc::cqn_rcv));
+    qp.uar = static_cast<uint32_t>(f(qpc::uar_page));
+    qp.dbr = f(qpc::dbr_addr);
+    qp.log_page_size = static_cast<uint8_t>(f(qpc::log_page_size));
+    qp.page_offset = static_cast<uint32_t>(f(qpc::page_offset));
+    qp.rq_type = static_cast<uint8_t>(f(qpc::rq_type));
+    qp.log_rq_size = static_cast<uint8_t>(f(qpc::log_rq_size));
+    qp.rq_stride = 16u << f(qpc::log_rq_stride);
+    qp.srqn = static_cast<uint32_t>(f(qpc::srqn_rmpn_xrqn));
+    qp.xrcd = static_cast<uint32_t>(f(qpc::xrcd));
+    qp.no_sq = f(qpc::no_sq);
+    qp.log_sq_size = static_cast<uint8_t>(f(qpc::log_sq_size));
+    qp.pm_state = static_cast<uint8_t>(f(qpc::pm_state));
+    qp.rlky = f(qpc::rlky);
+    qp.block_lb_mc = f(qpc::block_lb_mc);
+    return qp;
 }
 
 }  // namespace
@@ -140,105 +101,97 @@ Qp *QpTable::special_qp(uint8_t st) {
     return nullptr;
 }
 
-void QpTable::cmd_create_qp(CmdCtx &c) {
-    const ifc::Block ctx = ifc::create_qp_in::qpc;
-    auto f = [&](ifc::Field fld) { return c.get(ifc::in(ctx, fld)); };
-    Qp qp;
-    qp.st = static_cast<uint8_t>(f(qpc::st));
-    qp.pd = static_cast<uint32_t>(f(qpc::pd));
-    qp.uid = static_cast<uint16_t>(c.get(ifc::create_qp_in::uid));
-    qp.user_index = static_cast<uint32_t>(f(qpc::user_index));
-    qp.cqn_snd = static_cast<uint32_t>(f(qpc::cqn_snd));
-    qp.cqn_rcv = static_cast<uint32_t>(f(qpc::cqn_rcv));
-    qp.uar = static_cast<uint32_t>(f(qpc::uar_page));
-    qp.dbr = f(qpc::dbr_addr);
-    qp.log_page_size = static_cast<uint8_t>(f(qpc::log_page_size));
-    qp.page_offset = static_cast<uint32_t>(f(qpc::page_offset));
-    qp.rq_type = static_cast<uint8_t>(f(qpc::rq_type));
-    qp.log_rq_size = static_cast<uint8_t>(f(qpc::log_rq_size));
-    qp.rq_stride = 16u << f(qpc::log_rq_stride);
-    qp.srqn = static_cast<uint32_t>(f(qpc::srqn_rmpn_xrqn));
-    qp.xrcd = static_cast<uint32_t>(f(qpc::xrcd));
-    qp.no_sq = f(qpc::no_sq);
-    qp.log_sq_size = static_cast<uint8_t>(f(qpc::log_sq_size));
-    qp.pm_state = static_cast<uint8_t>(f(qpc::pm_state));
-    qp.rlky = f(qpc::rlky);
-    qp.block_lb_mc = f(qpc::block_lb_mc);
-
+// CREATE_QP's own fields against the capabilities and limits.
+bool QpTable::create_qp_valid(CmdCtx &c, const Qp &qp) {
     const auto &caps = dev_.fw.caps();
     switch (qp.st) {
     case kQpRc: case kQpUc: case kQpUd: case kQpXrc: case kQpQp0: case kQpQp1: case kQpRegUmr:
         break;
     default:
         c.fail(Status::BAD_PARAM, "QP type st=0x{:x} is not supported", qp.st);
-        return;
+        return false;
     }
     if ((qp.st == kQpUc && !caps.gen(ifc::cmd_hca_cap::uc)) || (qp.st == kQpXrc && !caps.gen(ifc::cmd_hca_cap::xrc))) {
         c.fail(Status::BAD_PARAM, "QP type {} is not enabled", qp_type_name(qp.st));
-        return;
+        return false;
     }
     // The UMR QP is created without a PD (hw/qp.c create_kernel_qp()).
     if (qp.st != kQpRegUmr && !dev_.pds.pd_exists(qp.pd)) {
         c.fail(Status::BAD_PARAM, "QP PD {} does not exist", qp.pd);
-        return;
+        return false;
     }
     if (qp.special() && special_qp(qp.st)) {
         c.fail(Status::RES_BUSY, "{} already exists for port 1", qp_type_name(qp.st));
-        return;
+        return false;
     }
     const uint64_t max_log = caps.gen(ifc::cmd_hca_cap::log_max_qp_sz);
     if (qp.log_sq_size > max_log || qp.log_rq_size > max_log) {
         c.fail(Status::BAD_PARAM, "log_sq_size {} / log_rq_size {} exceed log_max_qp_sz {}", qp.log_sq_size,
                qp.log_rq_size, max_log);
-        return;
+        return false;
     }
     if (qp.rq_type != kRqRegular && qp.rq_type != kRqSrq && qp.rq_type != kRqZero) {
         c.fail(Status::BAD_PARAM, "rq_type {} is not supported", qp.rq_type);
-        return;
+        return false;
     }
     if (qp.rq_type == kRqRegular && qp.rq_stride > caps.gen(ifc::cmd_hca_cap::max_wqe_sz_rq)) {
         c.fail(Status::BAD_PARAM, "RQ stride {} exceeds max_wqe_sz_rq", qp.rq_stride);
-        return;
+        return false;
     }
-    Srq *srq = nullptr;
+    return true;
+}
+
+// The objects a new QP names (SRQ, XRCD, CQs, UAR) exist; the ones it
+// will hold a reference on are returned.
+bool QpTable::create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *&rcv) {
     if (qp.rq_type == kRqSrq && qp.st != kQpXrc) {
         srq = dev_.srqs.find(qp.srqn);
         if (!srq) {
             c.fail(Status::BAD_PARAM, "SRQ 0x{:x} does not exist", qp.srqn);
-            return;
+            return false;
         }
     }
     if (qp.st == kQpXrc && !dev_.pds.xrcd_exists(qp.xrcd)) {
         c.fail(Status::BAD_PARAM, "XRCD {} does not exist", qp.xrcd);
-        return;
+        return false;
     }
-    Cq *snd = nullptr;
-    Cq *rcv = nullptr;
     if (!qp.no_sq) {
         snd = dev_.cqs.find(qp.cqn_snd);
         if (!snd) {
             c.fail(Status::BAD_PARAM, "send CQ 0x{:x} does not exist", qp.cqn_snd);
-            return;
+            return false;
         }
         if (!dev_.uars.allocated(qp.uar)) {
             c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", qp.uar);
-            return;
+            return false;
         }
     }
     if (qp.rq_type != kRqZero && qp.cqn_rcv) {
         rcv = dev_.cqs.find(qp.cqn_rcv);
         if (!rcv) {
             c.fail(Status::BAD_PARAM, "receive CQ 0x{:x} does not exist", qp.cqn_rcv);
-            return;
+            return false;
         }
     } else if (qp.rq_type == kRqRegular && !qp.cqn_rcv) {
         c.fail(Status::BAD_PARAM, "a QP with a receive queue needs a receive CQ");
-        return;
+        return false;
     }
     if (qp.dbr & 3) {
         c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not aligned", qp.dbr);
+        return false;
+    }
+    return true;
+}
+
+void QpTable::cmd_create_qp(CmdCtx &c) {
+    Qp qp = qp_of_create(c);
+    Srq *srq = nullptr;
+    Cq *snd = nullptr;
+    Cq *rcv = nullptr;
+    if (!create_qp_valid(c, qp) || !create_qp_links(c, qp, srq, snd, rcv)) {
         return;
     }
+    const auto &caps = dev_.fw.caps();
     const uint64_t rq_bytes = uint64_t{qp.rq_wqes()} * qp.rq_stride;
     const uint64_t bytes = rq_bytes + uint64_t{qp.sq_wqebbs()} * kWqeBb;
     qp.sq_offset = rq_bytes;
@@ -316,194 +269,6 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
     release(*qp);
     qps_.erase(qpn);
     ids_.release(qpn);
-}
-
-void QpTable::apply_path(AddressPath &p, std::span<const uint8_t> in, ifc::Block ads) {
-    auto f = [&](ifc::Field fld) {
-        const ifc::Field g = ifc::in(ads, fld);
-        return g.end_byte() <= in.size() ? ifc::get(in.data(), g) : 0;
-    };
-    p.pkey_index = static_cast<uint16_t>(f(ifc::ads::pkey_index));
-    p.grh = f(ifc::ads::grh);
-    p.mlid = static_cast<uint8_t>(f(ifc::ads::mlid));
-    p.rlid = static_cast<uint16_t>(f(ifc::ads::rlid));
-    p.ack_timeout = static_cast<uint8_t>(f(ifc::ads::ack_timeout));
-    p.src_addr_index = static_cast<uint8_t>(f(ifc::ads::src_addr_index));
-    p.stat_rate = static_cast<uint8_t>(f(ifc::ads::stat_rate));
-    p.hop_limit = static_cast<uint8_t>(f(ifc::ads::hop_limit));
-    p.tclass = static_cast<uint8_t>(f(ifc::ads::tclass));
-    p.flow_label = static_cast<uint32_t>(f(ifc::ads::flow_label));
-    p.sl = static_cast<uint8_t>(f(ifc::ads::sl));
-    if (const uint8_t port = static_cast<uint8_t>(f(ifc::ads::vhca_port_num))) {
-        p.port = port;
-    }
-    const ifc::Block rgid = ifc::in(ads, ifc::ads::rgid_rip);
-    if (rgid.byte() + 16 <= in.size()) {
-        std::memcpy(p.rgid.data(), in.data() + rgid.byte(), 16);
-    }
-}
-
-void QpTable::cmd_modify_qp(CmdCtx &c) {
-    const Transition *t = nullptr;
-    for (const Transition &x : kTransitions) {
-        if (x.opcode == c.opcode) {
-            t = &x;
-        }
-    }
-    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::qpn));
-    Qp *qp = find(qpn);
-    if (!t || !qp) {
-        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
-        return;
-    }
-    if (t->from >= 0 && int(qp->state) != t->from) {
-        c.fail(Status::BAD_QP_STATE, "{} on QP 0x{:x} in state {}", t->name, qpn, qp_state_name(qp->state));
-        return;
-    }
-    // Apply to a copy: a refused modify changes nothing.
-    Qp *const target = qp;
-    Qp next = *qp;
-    qp = &next;
-    const bool has_ctx = c.in.size() >= ifc::rst2init_qp_in::size_bytes;
-    const uint32_t opt = has_ctx ? static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::opt_param_mask)) : 0;
-    const ifc::Block ctx = ifc::rst2init_qp_in::qpc;
-    auto f = [&](ifc::Field fld) { return has_ctx ? c.get(ifc::in(ctx, fld)) : 0; };
-    const ifc::Block pri = ifc::in(ctx, qpc::primary_address_path);
-    const ifc::Block alt = ifc::in(ctx, qpc::secondary_address_path);
-    auto path_field = [&](ifc::Field fld) { return has_ctx ? c.get(ifc::in(pri, fld)) : 0; };
-    const bool connected = qp->st == kQpRc || qp->st == kQpUc || qp->st == kQpXrc;
-    const bool reliable = qp->st == kQpRc || qp->st == kQpXrc;
-    std::string applied;
-    auto note = [&applied](const std::string &s) { applied += applied.empty() ? s : " " + s; };
-
-    auto access = [&] {
-        qp->rre = f(qpc::rre);
-        qp->rwe = f(qpc::rwe);
-        qp->rae = f(qpc::rae);
-        qp->atomic_mode = static_cast<uint8_t>(f(qpc::atomic_mode));
-        note(fmt::format("access={}{}{}", qp->rre ? "R" : "-", qp->rwe ? "W" : "-", qp->rae ? "A" : "-"));
-    };
-    auto qkey = [&] {
-        qp->qkey = static_cast<uint32_t>(f(qpc::q_key));
-        note(fmt::format("q_key=0x{:x}", qp->qkey));
-    };
-    auto pkey_index = [&] {
-        qp->path.pkey_index = static_cast<uint16_t>(path_field(ifc::ads::pkey_index));
-        note(fmt::format("pkey_index={}", qp->path.pkey_index));
-    };
-    auto port = [&] {
-        if (const uint8_t p = static_cast<uint8_t>(path_field(ifc::ads::vhca_port_num))) {
-            qp->path.port = p;
-        }
-    };
-    auto primary = [&] {
-        const uint16_t pk = qp->path.pkey_index;
-        apply_path(qp->path, c.in, pri);
-        qp->path.pkey_index = pk;  // only with PKEY_INDEX
-        note(fmt::format("dlid={} sl={} grh={} path_bits={}", qp->path.rlid, qp->path.sl, qp->path.grh,
-                         qp->path.mlid));
-    };
-
-    switch (c.opcode) {
-    case kOpRst2Init:
-        pkey_index();
-        port();
-        if (qp->ud_like()) {
-            qkey();
-        }
-        if (connected) {
-            access();
-        }
-        break;
-    case kOpInit2Init:
-        if (opt & kOptPkeyIndex) pkey_index();
-        if (opt & kOptPriPort) port();
-        if (opt & kOptQkey) qkey();
-        if (opt & (kOptRre | kOptRwe | kOptRae)) access();
-        break;
-    case kOpInit2Rtr:
-        qp->mtu = static_cast<uint8_t>(f(qpc::mtu));
-        qp->log_msg_max = static_cast<uint8_t>(f(qpc::log_msg_max));
-        note(fmt::format("mtu={}", 128u << qp->mtu));
-        if (connected) {
-            qp->remote_qpn = static_cast<uint32_t>(f(qpc::remote_qpn));
-            qp->next_rcv_psn = static_cast<uint32_t>(f(qpc::next_rcv_psn));
-            note(fmt::format("remote_qpn=0x{:x} rq_psn=0x{:x}", qp->remote_qpn, qp->next_rcv_psn));
-            primary();
-        }
-        if (reliable) {
-            qp->log_rra_max = static_cast<uint8_t>(f(qpc::log_rra_max));
-            qp->min_rnr_nak = static_cast<uint8_t>(f(qpc::min_rnr_nak));
-            note(fmt::format("log_rra_max={} min_rnr_nak={}", qp->log_rra_max, qp->min_rnr_nak));
-        }
-        if (opt & kOptPkeyIndex) pkey_index();
-        if (opt & kOptQkey) qkey();
-        if (opt & (kOptRre | kOptRwe | kOptRae)) access();
-        if (opt & kOptAltPath) apply_path(qp->alt_path, c.in, alt);
-        break;
-    case kOpRtr2Rts:
-    case kOpRts2Rts:
-    case kOpSqerr2Rts:
-    case kOpSqd2Rts:
-        if (c.opcode == kOpRtr2Rts) {
-            qp->next_send_psn = static_cast<uint32_t>(f(qpc::next_send_psn));
-            note(fmt::format("sq_psn=0x{:x}", qp->next_send_psn));
-            if (reliable) {
-                qp->retry_count = static_cast<uint8_t>(f(qpc::retry_count));
-                qp->rnr_retry = static_cast<uint8_t>(f(qpc::rnr_retry));
-                qp->path.ack_timeout = static_cast<uint8_t>(path_field(ifc::ads::ack_timeout));
-                qp->log_sra_max = static_cast<uint8_t>(f(qpc::log_sra_max));
-                note(fmt::format("retry={} rnr_retry={} ack_timeout={} log_sra_max={}", qp->retry_count,
-                                 qp->rnr_retry, qp->path.ack_timeout, qp->log_sra_max));
-            }
-        }
-        if (opt & kOptQkey) qkey();
-        if (opt & (kOptRre | kOptRwe | kOptRae)) access();
-        if (opt & kOptRnrTimeout) qp->min_rnr_nak = static_cast<uint8_t>(f(qpc::min_rnr_nak));
-        if (opt & kOptRetryCount) qp->retry_count = static_cast<uint8_t>(f(qpc::retry_count));
-        if (opt & kOptRnrRetry) qp->rnr_retry = static_cast<uint8_t>(f(qpc::rnr_retry));
-        if (opt & kOptAckTimeout) qp->path.ack_timeout = static_cast<uint8_t>(path_field(ifc::ads::ack_timeout));
-        if (opt & kOptPrimaryPath) primary();
-        if (opt & kOptAltPath) apply_path(qp->alt_path, c.in, alt);
-        if (opt & kOptPmState) qp->pm_state = static_cast<uint8_t>(f(qpc::pm_state));
-        if (opt & kOptSraMax) qp->log_sra_max = static_cast<uint8_t>(f(qpc::log_sra_max));
-        if (opt & kOptRraMax) qp->log_rra_max = static_cast<uint8_t>(f(qpc::log_rra_max));
-        break;
-    default:
-        break;
-    }
-    if (!modify_within_limits(*qp, dev_.fw.caps(), c)) {
-        return;
-    }
-    *target = std::move(next);
-    qp = target;
-    const QpState old = qp->state;
-    qp->state = t->to;
-    dev_.trace(kTrQp, "transition qpn=0x{:x} type={} {}: {} -> {} opt=0x{:x} {}", qpn, qp_type_name(qp->st), t->name,
-               qp_state_name(old), qp_state_name(t->to), opt, applied);
-    if (t->to == QpState::Rst) {
-        if (qp->flush_timer) {
-            dev_.cancel_timer(qp->flush_timer);
-            qp->flush_timer = 0;
-        }
-        qp->sq_ci = 0;
-        qp->bf_wqes.clear();
-        qp->rq_ci = 0;
-        qp->rq_flushed = 0;
-        rc_reset(*qp);
-    } else if (t->to == QpState::Rtr && old == QpState::Init) {
-        qp->rc.epsn = qp->next_rcv_psn;
-    } else if (t->to == QpState::Err && old != QpState::Err) {
-        to_error(*qp, "modify to error");
-    } else if (t->to == QpState::Rts && old != QpState::Rts) {
-        if (old == QpState::Rtr) {
-            qp->rc.una = qp->next_send_psn;
-            qp->rc.tx_psn = qp->next_send_psn;
-        }
-        qp->rc.retry_left = qp->retry_count;
-        qp->rc.rnr_left = qp->rnr_retry;
-        process_sq(*qp);
-    }
 }
 
 void QpTable::cmd_query_qp(CmdCtx &c) {

@@ -19,6 +19,7 @@
 #include "iba/packet.h"
 #include "ids.h"
 #include "ifc/field.h"
+#include "mkey.h"
 #include "pages.h"
 #include "rc.h"
 #include "timers.h"
@@ -46,6 +47,7 @@ namespace hca {
 struct CmdCtx;
 class Device;
 struct Srq;
+struct Cq;
 
 // qpc.st
 enum QpType : uint8_t {
@@ -201,6 +203,7 @@ class QpTable {
     void doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds);
     Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
     void consume_wqe(Qp &qp, uint32_t bbs);
+    bool sq_producer(Qp &qp, uint16_t &pi);
     void process_sq(Qp &qp);
     // The run budget: may this QP do one more WQE or packet now? If not,
     // defer() queues it for a later turn.
@@ -211,32 +214,51 @@ class QpTable {
         }
     }
     void defer(Qp &qp);
-    bool execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe);
-    bool gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t> &payload, uint8_t &synd);
-    void send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe, uint16_t index);
+    bool execute_wqe(Qp &qp, const SqWqe &w);
+    bool fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why);
+    bool local_done(Qp &qp, const SqWqe &w);
+    bool parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd);
+    bool gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len,
+                std::vector<uint8_t> &out, uint8_t &synd);
+    bool send_ud(Qp &qp, const SqWqe &w);
     void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
     void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
     // umr.cpp: a UMR WQE (REG_UMR QP, or REG_MR / LOCAL_INV on RC/UC/XRC).
-    bool umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint8_t &synd);
+    bool umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd);
+    bool umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, UmrOp &op, uint8_t &synd);
+    void umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords);
     // rc_req.cpp, rc_comp.cpp, rc_resp.cpp: connected transports
     uint32_t rc_mtu(const Qp &qp);
     void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
                      std::span<const uint8_t> payload, uint32_t dqpn);
-    bool rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, RcWqe &w, uint8_t &synd);
-    bool rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, std::vector<uint8_t> &out, uint8_t &synd);
+    bool rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
+    size_t rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);
+    bool rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd);
     uint32_t rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd);
     bool rc_pump(Qp &qp);
-    void rc_process_sq(Qp &qp, uint16_t pi);
+    bool rc_must_wait(Qp &qp, const SqWqe &sw);
+    bool rc_start(Qp &qp, const SqWqe &sw);
     void rc_arm_ack_timer(Qp &qp);
     bool rc_retry_budget(Qp &qp, const char *why);
     void rc_retransmit(Qp &qp, uint32_t psn);
     void rc_fail(Qp &qp, uint8_t synd, const char *why);
     void rc_complete(Qp &qp);
     void rc_ack_upto(Qp &qp, uint32_t psn);
-    bool rc_scatter(Qp &qp, uint32_t pd, const std::vector<RcWqe::Sge> &sges, uint32_t offset,
+    bool rc_scatter(Qp &qp, uint32_t pd, const std::vector<Sge> &sges, uint32_t offset,
                     std::span<const uint8_t> data, uint8_t &synd);
     void rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    void rc_got_ack(Qp &qp, uint32_t psn);
+    void rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer);
+    void rc_got_nak(Qp &qp, uint32_t psn, uint8_t code);
+    void rc_got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v);
+    void rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v);
     void rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    bool rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    bool rc_resp_check_psn(Qp &qp, const iba::PacketView &v);
+    bool rc_resp_check_seq(Qp &qp, const iba::PacketView &v);
+    void rc_resp_rnr(Qp &qp, uint32_t psn);
+    bool rc_resp_send(Qp &qp, const iba::PacketView &v);
+    bool rc_resp_write(Qp &qp, const iba::PacketView &v);
     void rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome);
     void rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why);
     bool rc_take_recv(Qp &qp, const iba::PacketView &v);
@@ -249,6 +271,10 @@ class QpTable {
     void rc_reset(Qp &qp);
     // recv.cpp
     void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    bool ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
+    uint8_t ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::PacketView &v);
+    bool read_recv_sges(uint64_t addr, uint32_t stride, std::vector<Sge> &out);
+    void resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, uint8_t synd);
     bool next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq);
     // qp.cpp
     void flush_sq(Qp &qp);
@@ -256,7 +282,9 @@ class QpTable {
     void arm_flush_timer(Qp &qp);
     static constexpr int64_t kFlushPollMinNs = 2'000'000;
     static constexpr int64_t kFlushPollMaxNs = 64'000'000;
-    void apply_path(AddressPath &p, std::span<const uint8_t> in, ifc::Block ads);
+    void entered(Qp &qp, QpState old);
+    bool create_qp_valid(CmdCtx &c, const Qp &qp);
+    bool create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *&rcv);
     void release(Qp &qp);
 
     Device &dev_;
@@ -272,6 +300,10 @@ class QpTable {
         bool valid = false;
     } pending_half_;
     std::vector<uint8_t> payload_buf_;
+    GatherList ud_msg_;             // the UD message being sent
+    std::vector<DmaChunk> chunks_;  // translations of the SGE at hand
+    std::vector<DataSeg> rx_segs_;  // a receive WQE as read
+    std::vector<Sge> ud_sges_;      // the receive WQE a datagram lands in
     // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).
     struct BfCapture {
         bool active = false;

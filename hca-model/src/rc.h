@@ -9,18 +9,13 @@
 #include <vector>
 
 #include "timers.h"
+#include "wqe.h"
 
 namespace hca {
 
 // A send WQE the requester has started: what it needs to (re)transmit the
 // message and to complete it.
 struct RcWqe {
-    struct Sge {
-        uint32_t lkey;
-        uint64_t addr;  // for inline pieces: offset into inline_data
-        uint32_t len;
-        bool inl = false;
-    };
     uint16_t index = 0;          // WQE index (CQE wqe_counter)
     uint8_t opcode = 0;          // WQE opcode (CQE sop_drop_qpn[31:24])
     bool signaled = false;
@@ -28,15 +23,12 @@ struct RcWqe {
     uint32_t first_psn = 0;
     uint32_t npkts = 1;          // PSNs the message uses
     uint32_t length = 0;         // message bytes
-    std::vector<Sge> sges;       // gathered from (send, in WQE order, inline pieces too) or scattered to (read, atomic)
-    std::vector<uint8_t> inline_data;
+    GatherList data;             // gathered from (send, write) or scattered to (read, atomic: sges only)
     uint64_t raddr = 0;
     uint32_t rkey = 0;
     uint32_t imm = 0;            // immediate or invalidate rkey
     uint64_t swap_add = 0;
     uint64_t compare = 0;
-    uint64_t swap_mask = ~uint64_t{0};
-    uint64_t compare_mask = ~uint64_t{0};
     uint32_t xrc_srqn = 0;
     uint32_t next_resp_psn = 0;  // read: the response PSN expected next
     bool acked = false;          // done: acknowledged / response received
@@ -65,7 +57,7 @@ struct RcState {
         uint16_t index = 0;
         uint32_t srqn = 0;
         bool srq = false;
-        std::vector<RcWqe::Sge> sges;
+        std::vector<Sge> sges;
         uint32_t offset = 0;
         uint32_t pd = 0;
         uint32_t cqn = 0;

@@ -107,7 +107,7 @@ void QpTable::rc_complete(Qp &qp) {
 }
 
 // Scatter of read response data and atomic results into the local buffers.
-bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const std::vector<RcWqe::Sge> &sges, uint32_t offset,
+bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const std::vector<Sge> &sges, uint32_t offset,
                          std::span<const uint8_t> data, uint8_t &synd) {
     uint32_t base = 0;
     uint32_t pos = 0;
@@ -167,6 +167,136 @@ void QpTable::rc_ack_upto(Qp &qp, uint32_t psn) {
     }
 }
 
+// An ACK: everything up to its PSN is done, but an ACK beyond a read or
+// atomic still unanswered means that response was lost (implied NAK,
+// IBA 9.7.5.1.1).
+void QpTable::rc_got_ack(Qp &qp, uint32_t psn) {
+    rc_ack_upto(qp, psn);
+    for (RcWqe &w : qp.rc.pending) {
+        if (psn_diff(w.first_psn, psn) > 0) {
+            break;
+        }
+        if ((w.is_read() || w.is_atomic()) && !w.acked && psn_diff(w.last_psn(), psn) < 0) {
+            rc_complete(qp);
+            if (rc_retry_budget(qp, "implied NAK")) {
+                rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
+            }
+            return;
+        }
+    }
+    rc_complete(qp);
+}
+
+// IBA 9.7.5.2.8: the responder had no receive WQE; send again from psn
+// after the RNR timer, while the RNR retry count lasts.
+void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
+    rc_ack_upto(qp, (psn - 1) & 0xffffff);
+    rc_complete(qp);
+    if (qp.rc.rnr_left == 0) {
+        rc_fail(qp, kSyndRnrRetryExc, "RNR retry counter exceeded");
+        return;
+    }
+    if (qp.rnr_retry != 7) {  // 7: retry forever
+        --qp.rc.rnr_left;
+    }
+    const int64_t wait = rnr_timer_ns(timer);
+    dev_.trace(kTrQp, "rnr_nak qpn=0x{:x} psn=0x{:x} wait_us={} retries_left={}", qp.qpn, psn, wait / 1000,
+               qp.rc.rnr_left);
+    if (qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);
+        qp.rc.ack_timer = 0;
+    }
+    if (qp.rc.rnr_timer) {
+        return;
+    }
+    const uint32_t qpn = qp.qpn;
+    qp.rc.rnr_timer = dev_.add_timer(wait, [this, qpn, psn] {
+        if (Qp *q = find(qpn)) {
+            q->rc.rnr_timer = 0;
+            if (q->state == QpState::Rts) {
+                rc_retransmit(*q, psn);
+            }
+        }
+    });
+}
+
+// A NAK: a PSN sequence error is retried from psn (go-back-N); the others
+// end the QP with the matching error completion (IBA 9.7.5.2.4).
+void QpTable::rc_got_nak(Qp &qp, uint32_t psn, uint8_t code) {
+    rc_ack_upto(qp, (psn - 1) & 0xffffff);
+    rc_complete(qp);
+    dev_.trace(kTrQp, "nak qpn=0x{:x} psn=0x{:x} code={}", qp.qpn, psn, code);
+    if (code == kNakPsnSeq) {
+        if (rc_retry_budget(qp, "PSN sequence NAK")) {
+            rc_retransmit(qp, psn);
+        }
+        return;
+    }
+    const uint8_t synd = code == kNakInvalidRequest ? kSyndRemoteInvalReq
+                         : code == kNakRemoteAccess ? kSyndRemoteAccess
+                                                    : kSyndRemoteOp;
+    rc_fail(qp, synd, code == kNakRemoteAccess ? "remote access error" : "remote error");
+}
+
+// An ATOMIC ACKNOWLEDGE: the original value goes to the WQE's result buffer.
+void QpTable::rc_got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v) {
+    if (!w.is_atomic() || !v.atomic_ack) {
+        return;
+    }
+    rc_ack_upto(qp, (v.psn() - 1) & 0xffffff);
+    // Host endianness (atomic_req_8B_endianness_mode): the original value
+    // lands in the local buffer in the guest's byte order.
+    uint8_t orig[8];
+    const uint64_t value = v.atomic_ack->orig.get();
+    std::memcpy(orig, &value, 8);
+    uint8_t synd = 0;
+    if (!rc_scatter(qp, qp.pd, w.data.sges, 0, orig, synd)) {
+        rc_fail(qp, synd, "atomic result scatter failed");
+        return;
+    }
+    w.acked = true;
+    rc_complete(qp);
+}
+
+// An RDMA READ response packet: in order, of the right length, scattered
+// at its offset; the last one completes the WQE.
+void QpTable::rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
+    const uint8_t op = v.opcode() & 0x1f;
+    if (!w.is_read()) {
+        return;
+    }
+    if (psn != w.next_resp_psn) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: read response psn=0x{:x}, expected 0x{:x}", pkt.id, psn,
+                   w.next_resp_psn);
+        return;
+    }
+    if (v.aeth) {
+        rc_ack_upto(qp, (w.first_psn - 1) & 0xffffff);
+    }
+    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t offset = static_cast<uint32_t>(psn_diff(psn, w.first_psn)) * mtu;
+    const bool last = op == iba::kReadRespLast || op == iba::kReadRespOnly;
+    if (offset + v.payload.size() > w.length || (!last && v.payload.size() != mtu) ||
+        (last && offset + v.payload.size() != w.length)) {
+        rc_fail(qp, kSyndBadResp, "read response of the wrong length");
+        return;
+    }
+    uint8_t synd = 0;
+    if (!rc_scatter(qp, qp.pd, w.data.sges, offset, v.payload, synd)) {
+        rc_fail(qp, synd, "read response scatter failed");
+        return;
+    }
+    w.next_resp_psn = (psn + 1) & 0xffffff;
+    if (last) {
+        w.acked = true;
+        rc_complete(qp);
+    } else {
+        rc_arm_ack_timer(qp);
+    }
+}
+
+// The completer (IBA 9.7.6): responses to this QP's requests.
 void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     const uint32_t psn = v.psn();
     const uint8_t op = v.opcode() & 0x1f;
@@ -174,7 +304,6 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         dev_.trace(kTrPkt, "drop id=0x{:x}: response for qpn=0x{:x} in {}", pkt.id, qp.qpn, qp_state_name(qp.state));
         return;
     }
-    const uint8_t syndrome = v.aeth ? static_cast<uint8_t>(v.aeth->syndrome_msn.get() >> 24) : 0;
     // Responses to PSNs not outstanding are stale duplicates.
     if (qp.rc.pending.empty() || psn_diff(psn, qp.rc.una) < 0 || psn_diff(psn, qp.next_send_psn) >= 0) {
         dev_.trace(kTrPkt, "ignore id=0x{:x}: {} psn=0x{:x} outside [0x{:x}, 0x{:x})", pkt.id, iba::opcode_name(op),
@@ -182,138 +311,36 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         return;
     }
     if (op == iba::kAck) {
+        const uint8_t syndrome = v.aeth ? static_cast<uint8_t>(v.aeth->syndrome_msn.get() >> 24) : 0;
         switch (syndrome & 0xe0) {
         case kAethAck:
             dev_.trace(kTrPkt, "ack qpn=0x{:x} psn=0x{:x} msn=0x{:x} id=0x{:x}", qp.qpn, psn,
                        v.aeth->syndrome_msn.get() & 0xffffff, pkt.id);
-            rc_ack_upto(qp, psn);
-            // An ACK beyond an unanswered read means its response was lost.
-            for (RcWqe &w : qp.rc.pending) {
-                if (psn_diff(w.first_psn, psn) > 0) {
-                    break;
-                }
-                if ((w.is_read() || w.is_atomic()) && !w.acked && psn_diff(w.last_psn(), psn) < 0) {
-                    rc_complete(qp);
-                    if (rc_retry_budget(qp, "implied NAK")) {
-                        rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
-                    }
-                    return;
-                }
-            }
-            rc_complete(qp);
+            rc_got_ack(qp, psn);
             return;
-        case kAethRnrNak: {
-            // IBA 9.7.5.2.8: the responder had no receive WQE.
-            rc_ack_upto(qp, (psn - 1) & 0xffffff);
-            rc_complete(qp);
-            if (qp.rc.rnr_left == 0) {
-                rc_fail(qp, kSyndRnrRetryExc, "RNR retry counter exceeded");
-                return;
-            }
-            if (qp.rnr_retry != 7) {  // 7: retry forever
-                --qp.rc.rnr_left;
-            }
-            const int64_t wait = rnr_timer_ns(syndrome & 0x1f);
-            dev_.trace(kTrQp, "rnr_nak qpn=0x{:x} psn=0x{:x} wait_us={} retries_left={}", qp.qpn, psn, wait / 1000,
-                       qp.rc.rnr_left);
-            if (qp.rc.ack_timer) {
-                dev_.cancel_timer(qp.rc.ack_timer);
-                qp.rc.ack_timer = 0;
-            }
-            if (!qp.rc.rnr_timer) {
-                const uint32_t qpn = qp.qpn;
-                qp.rc.rnr_timer = dev_.add_timer(wait, [this, qpn, psn] {
-                    Qp *q = find(qpn);
-                    if (q) {
-                        q->rc.rnr_timer = 0;
-                        if (q->state == QpState::Rts) {
-                            rc_retransmit(*q, psn);
-                        }
-                    }
-                });
-            }
+        case kAethRnrNak:
+            rc_got_rnr_nak(qp, psn, syndrome & 0x1f);
             return;
-        }
-        case kAethNak: {
-            const uint8_t code = syndrome & 0x1f;
-            rc_ack_upto(qp, (psn - 1) & 0xffffff);
-            rc_complete(qp);
-            dev_.trace(kTrQp, "nak qpn=0x{:x} psn=0x{:x} code={}", qp.qpn, psn, code);
-            if (code == kNakPsnSeq) {
-                if (rc_retry_budget(qp, "PSN sequence NAK")) {
-                    rc_retransmit(qp, psn);
-                }
-                return;
-            }
-            const uint8_t synd = code == kNakInvalidRequest ? kSyndRemoteInvalReq
-                                 : code == kNakRemoteAccess ? kSyndRemoteAccess
-                                                            : kSyndRemoteOp;
-            rc_fail(qp, synd, code == kNakRemoteAccess ? "remote access error" : "remote error");
+        case kAethNak:
+            rc_got_nak(qp, psn, syndrome & 0x1f);
             return;
-        }
         default:
             return;
         }
     }
     // Read responses and atomic acknowledgements answer one outstanding WQE.
-    RcWqe *w = nullptr;
-    for (RcWqe &p : qp.rc.pending) {
-        if (p.npkts && psn_diff(psn, p.first_psn) >= 0 && psn_diff(psn, p.last_psn()) <= 0) {
-            w = &p;
-            break;
-        }
-    }
-    if (!w || w->acked) {
-        return;
-    }
-    uint8_t synd = 0;
-    if (op == iba::kAtomicAck) {
-        if (!w->is_atomic() || !v.atomic_ack) {
+    for (RcWqe &w : qp.rc.pending) {
+        if (w.npkts && psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0) {
+            if (w.acked) {
+                return;
+            }
+            if (op == iba::kAtomicAck) {
+                rc_got_atomic_ack(qp, w, v);
+            } else {
+                rc_got_read_response(qp, w, pkt, v);
+            }
             return;
         }
-        rc_ack_upto(qp, (psn - 1) & 0xffffff);
-        // Host endianness (atomic_req_8B_endianness_mode): the original value
-        // lands in the local buffer in the guest's byte order.
-        uint8_t orig[8];
-        const uint64_t value = v.atomic_ack->orig.get();
-        std::memcpy(orig, &value, 8);
-        if (!rc_scatter(qp, qp.pd, w->sges, 0, orig, synd)) {
-            rc_fail(qp, synd, "atomic result scatter failed");
-            return;
-        }
-        w->acked = true;
-        rc_complete(qp);
-        return;
-    }
-    if (!w->is_read()) {
-        return;
-    }
-    if (psn != w->next_resp_psn) {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: read response psn=0x{:x}, expected 0x{:x}", pkt.id, psn,
-                   w->next_resp_psn);
-        return;
-    }
-    if (v.aeth) {
-        rc_ack_upto(qp, (w->first_psn - 1) & 0xffffff);
-    }
-    const uint32_t mtu = rc_mtu(qp);
-    const uint32_t offset = static_cast<uint32_t>(psn_diff(psn, w->first_psn)) * mtu;
-    const bool last = op == iba::kReadRespLast || op == iba::kReadRespOnly;
-    if (offset + v.payload.size() > w->length || (!last && v.payload.size() != mtu) ||
-        (last && offset + v.payload.size() != w->length)) {
-        rc_fail(qp, kSyndBadResp, "read response of the wrong length");
-        return;
-    }
-    if (!rc_scatter(qp, qp.pd, w->sges, offset, v.payload, synd)) {
-        rc_fail(qp, synd, "read response scatter failed");
-        return;
-    }
-    w->next_resp_psn = (psn + 1) & 0xffffff;
-    if (last) {
-        w->acked = true;
-        rc_complete(qp);
-    } else {
-        rc_arm_ack_timer(qp);
     }
 }
 

@@ -25,10 +25,7 @@ uint8_t transport_of(uint8_t st) { return st == kQpUc ? iba::kUc : st == kQpXrc 
 }  // namespace
 
 bool RcWqe::is_read() const { return opcode == kWqeRdmaRead; }
-bool RcWqe::is_atomic() const {
-    return opcode == kWqeAtomicCs || opcode == kWqeAtomicFa || opcode == kWqeAtomicMaskedCs ||
-           opcode == kWqeAtomicMaskedFa;
-}
+bool RcWqe::is_atomic() const { return wqe_reads_remote(opcode) && opcode != kWqeRdmaRead; }
 
 int64_t rnr_timer_ns(uint8_t code) {
     // IBA 9.7.5.2.8, table 45, in microseconds x 100.
@@ -78,52 +75,47 @@ void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bo
     dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
 }
 
-// Parses the segments of an RC/UC/XRC send WQE (hw/wr.c mlx5_ib_post_send(),
-// libmlx5 qp.c): [XRC] [remote address] [atomic] then data or inline.
-bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, RcWqe &w, uint8_t &synd) {
-    CtrlSeg ctrl;
-    std::memcpy(&ctrl, wqe.data(), sizeof(ctrl));
-    w.index = index;
-    w.opcode = static_cast<uint8_t>(ctrl.opmod_idx_opcode.get());
-    w.signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
-    w.solicited = (ctrl.fm_ce_se & kCtrlSolicited) != 0;
-    w.imm = ctrl.imm.get();
+// Is the opcode one a QP of this transport may post? (Masked atomics are
+// not advertised: atomic_operations = CAS | FAA.)
+bool QpTable::rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd) {
+    switch (sw.opcode) {
+    case kWqeSend: case kWqeSendImm: case kWqeRdmaWrite: case kWqeRdmaWriteImm:
+        return true;
+    case kWqeSendInval: case kWqeRdmaRead: case kWqeAtomicCs: case kWqeAtomicFa:
+        if (qp.st != kQpUc) {
+            return true;
+        }
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} on a UC QP", qp.qpn, sw.index, wqe_opcode_name(sw.opcode));
+        break;
+    case kWqeAtomicMaskedCs: case kWqeAtomicMaskedFa:
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} is not supported", qp.qpn, sw.index, wqe_opcode_name(sw.opcode));
+        break;
+    default:
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {}(0x{:x}) on a {} QP", qp.qpn, sw.index,
+                         wqe_opcode_name(sw.opcode), sw.opcode, qp_type_name(qp.st));
+        break;
+    }
+    synd = kSyndLocalQpOp;
+    return false;
+}
+
+// The transport segments between the control segment and the data: [XRC]
+// [remote address] [atomic]. Returns the offset of the data segments, 0 if
+// the WQE is too short for them.
+size_t QpTable::rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
     size_t off = sizeof(CtrlSeg);
     auto take = [&](void *dst, size_t n) {
-        if (off + n > wqe.size()) {
+        if (off + n > sw.bytes.size()) {
             return false;
         }
-        std::memcpy(dst, wqe.data() + off, n);
+        std::memcpy(dst, sw.bytes.data() + off, n);
         off += n;
         return true;
     };
-    const bool uc = qp.st == kQpUc;
-    switch (w.opcode) {
-    case kWqeSend: case kWqeSendImm: case kWqeRdmaWrite: case kWqeRdmaWriteImm:
-        break;
-    case kWqeSendInval: case kWqeRdmaRead: case kWqeAtomicCs: case kWqeAtomicFa:
-        if (uc) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} on a UC QP", qp.qpn, index, wqe_opcode_name(w.opcode));
-            synd = kSyndLocalQpOp;
-            return false;
-        }
-        break;
-    case kWqeAtomicMaskedCs: case kWqeAtomicMaskedFa:
-        // Masked atomics are not advertised (atomic_operations = CAS | FAA).
-        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} is not supported", qp.qpn, index, wqe_opcode_name(w.opcode));
-        synd = kSyndLocalQpOp;
-        return false;
-    default:
-        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {}(0x{:x}) on a {} QP", qp.qpn, index,
-                         wqe_opcode_name(w.opcode), w.opcode, qp_type_name(qp.st));
-        synd = kSyndLocalQpOp;
-        return false;
-    }
     if (qp.st == kQpXrc) {
         XrcSeg x;
         if (!take(&x, sizeof(x))) {
-            synd = kSyndLocalQpOp;
-            return false;
+            return 0;
         }
         w.xrc_srqn = x.xrc_srqn.get() & 0xffffff;
     }
@@ -131,8 +123,7 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
     if (rdma || w.is_atomic()) {
         RaddrSeg r;
         if (!take(&r, sizeof(r))) {
-            synd = kSyndLocalQpOp;
-            return false;
+            return 0;
         }
         w.raddr = r.raddr.get();
         w.rkey = r.rkey.get();
@@ -140,74 +131,49 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
     if (w.is_atomic()) {
         AtomicSeg a;
         if (!take(&a, sizeof(a))) {
-            synd = kSyndLocalQpOp;
-            return false;
+            return 0;
         }
         w.swap_add = a.swap_add.get();
         w.compare = a.compare.get();
-        if (w.opcode == kWqeAtomicMaskedCs) {
-            AtomicSeg m;
-            if (!take(&m, sizeof(m))) {
-                synd = kSyndLocalQpOp;
-                return false;
-            }
-            w.swap_mask = m.swap_add.get();
-            w.compare_mask = m.compare.get();
-        } else if (w.opcode == kWqeAtomicMaskedFa) {
-            w.compare_mask = w.compare;  // field boundary
-            w.compare = 0;
-        }
         // The operands are in no other line of the trace.
         dev_.trace(kTrWqe, "  atomic qpn=0x{:x} swap_add=0x{:x} compare=0x{:x}", qp.qpn, w.swap_add, w.compare);
     }
-    // Data pointers or inline data.
-    while (off + 4 <= wqe.size()) {
-        const uint32_t bc = load_be32(wqe.data() + off);
-        if (bc & kInlineSeg) {
-            const uint32_t len = bc & 0x3ff;
-            if (off + 4 + len > wqe.size()) {
-                synd = kSyndLocalLength;
-                return false;
-            }
-            dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
-                       HexBytes{wqe.subspan(off + 4, std::min<uint32_t>(len, 32))});
-            if (len) {
-                w.sges.push_back({0, w.inline_data.size(), len, true});
-                w.inline_data.insert(w.inline_data.end(), wqe.begin() + off + 4, wqe.begin() + off + 4 + len);
-            }
-            off += (4 + len + 15) & ~size_t{15};
-            continue;
-        }
-        DataSeg d;
-        if (!take(&d, sizeof(d))) {
-            break;
-        }
-        // Every segment is traced, empty ones too, so the trace accounts
-        // for all ds * 16 bytes of the WQE (./hcasim trace decode).
-        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
-                   d.byte_count.get());
-        if (d.byte_count.get() == 0) {
-            continue;
-        }
-        w.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
+    return off;
+}
+
+// An RC/UC/XRC send WQE as the requester keeps it (hw/wr.c
+// mlx5_ib_post_send(), libmlx5 qp.c).
+bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
+    w.index = sw.index;
+    w.opcode = sw.opcode;
+    w.signaled = sw.signaled;
+    w.solicited = sw.solicited;
+    w.imm = sw.imm;
+    if (!rc_opcode_ok(qp, sw, synd)) {
+        return false;
     }
-    if (!w.inline_data.empty() && (w.is_read() || w.is_atomic())) {
-        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline data in a {}", qp.qpn, index, wqe_opcode_name(w.opcode));
+    const size_t off = rc_parse_ext(qp, sw, w);
+    if (off == 0) {
         synd = kSyndLocalQpOp;
         return false;
     }
-    uint64_t len = 0;
-    for (const auto &s : w.sges) {
-        len += s.len;
+    if (!parse_data_segs(qp, sw.bytes.subspan(off), w.data, synd)) {
+        return false;
     }
+    if (!w.data.inline_data.empty() && (w.is_read() || w.is_atomic())) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline data in a {}", qp.qpn, w.index, wqe_opcode_name(w.opcode));
+        synd = kSyndLocalQpOp;
+        return false;
+    }
+    const uint64_t len = w.data.length();
     if (len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
         synd = kSyndLocalLength;
         return false;
     }
     w.length = static_cast<uint32_t>(len);
     if (w.is_atomic()) {
-        if (w.length != 8 || !w.inline_data.empty()) {
-            dev_.guest_error("qpn=0x{:x} atomic WQE 0x{:x} with a {}-byte result buffer", qp.qpn, index, w.length);
+        if (w.length != 8) {
+            dev_.guest_error("qpn=0x{:x} atomic WQE 0x{:x} with a {}-byte result buffer", qp.qpn, w.index, w.length);
             synd = kSyndLocalLength;
             return false;
         }
@@ -218,52 +184,8 @@ bool QpTable::rc_parse_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe,
     }
     if (dev_.tracer().on(kTrWqe)) {
         dev_.trace(kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
-                   wqe_opcode_name(w.opcode), qp.qpn, index, w.length, w.raddr, w.rkey, w.npkts,
+                   wqe_opcode_name(w.opcode), qp.qpn, w.index, w.length, w.raddr, w.rkey, w.npkts,
                    qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
-    }
-    return true;
-}
-
-// The bytes [offset, offset+len) of a send message: inline data or the
-// gather list, through the memory keys.
-bool QpTable::rc_gather(Qp &qp, const RcWqe &w, uint32_t offset, uint32_t len, std::vector<uint8_t> &out,
-                        uint8_t &synd) {
-    out.resize(len);
-    uint32_t pos = 0;
-    uint32_t base = 0;
-    std::vector<DmaChunk> chunks;
-    for (const auto &s : w.sges) {
-        if (pos == len) {
-            break;
-        }
-        if (offset + pos >= base + s.len) {
-            base += s.len;
-            continue;
-        }
-        const uint32_t in_sge = offset + pos - base;
-        const uint32_t n = std::min(s.len - in_sge, len - pos);
-        if (s.inl) {
-            std::memcpy(out.data() + pos, w.inline_data.data() + s.addr + in_sge, n);
-            pos += n;
-            base += s.len;
-            continue;
-        }
-        chunks.clear();
-        const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks);
-        if (e != XlatError::None) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, w.index, s.lkey,
-                             s.addr + in_sge, n, xlat_error_name(e));
-            synd = kSyndLocalProt;
-            return false;
-        }
-        for (const DmaChunk &c : chunks) {
-            if (!dev_.dma_read(c.addr, out.data() + pos, c.len)) {
-                synd = kSyndLocalProt;
-                return false;
-            }
-            pos += c.len;
-        }
-        base += s.len;
     }
     return true;
 }
@@ -314,7 +236,7 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const bool last = k + 1 == w.npkts;
     const uint32_t off = k * mtu;
     const uint32_t len = std::min(mtu, w.length - std::min(off, w.length));
-    if (!rc_gather(qp, w, off, len, payload_buf_, synd)) {
+    if (!gather(qp, w.index, w.data, off, len, payload_buf_, synd)) {
         return 0;
     }
     uint8_t op;
@@ -388,115 +310,42 @@ bool QpTable::rc_pump(Qp &qp) {
     return qp.state == QpState::Rts;
 }
 
-// The send queue of a connected QP: start every posted WQE the fences and
-// read credits allow.
-void QpTable::rc_process_sq(Qp &qp, uint16_t pi) {
-    const uint32_t max_reads = 1u << qp.log_sra_max;
-    qp.rc.blocked = false;
-    if (!rc_pump(qp)) {
-        return;  // earlier messages are still going out
+// IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic, and a
+// read or atomic waits for a read credit (the initiator depth). The send
+// queue goes on when a completion frees what it waits for.
+bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
+    uint32_t reads = 0;
+    for (const RcWqe &p : qp.rc.pending) {
+        reads += !p.acked && (p.is_read() || p.is_atomic());
     }
-    while (qp.sq_ci != pi && qp.state == QpState::Rts) {
-        if (!may_work()) {
-            defer(qp);
-            return;
-        }
-        const uint16_t index = qp.sq_ci;
-        uint32_t ds = 0, bbs = 0;
-        const Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
-        if (fetched == Fetch::NotReadable) {
-            to_error(qp, "WQE not readable");
-            return;
-        }
-        CtrlSeg ctrl;
-        std::memcpy(&ctrl, wqe_buf_.data(), sizeof(ctrl));
-        const uint8_t opcode = static_cast<uint8_t>(ctrl.opmod_idx_opcode.get());
-        if (fetched == Fetch::BadSize) {
-            consume_wqe(qp, 1);
-            req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-            to_error(qp, "bad WQE size");
-            return;
-        }
-        const uint8_t fence = ctrl.fm_ce_se >> 5;
-        // IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic.
-        uint32_t reads = 0;
-        for (const RcWqe &p : qp.rc.pending) {
-            reads += !p.acked && (p.is_read() || p.is_atomic());
-        }
-        const bool is_ra = opcode == kWqeRdmaRead || opcode == kWqeAtomicCs || opcode == kWqeAtomicFa ||
-                           opcode == kWqeAtomicMaskedCs || opcode == kWqeAtomicMaskedFa;
-        if ((reads && (fence == kFenceFence || fence == kFenceSmallAndFence || fence == kFenceInitiatorSmall ||
-                       fence == kFenceStrongOrdering)) ||
-            (is_ra && reads >= max_reads)) {
-            qp.rc.blocked = true;
-            dev_.trace(kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, index, fence,
-                       reads);
-            break;
-        }
-        consume_wqe(qp, bbs);
-        spend();
-        dev_.charge_wqe();
-        if (dev_.tracer().on(kTrWqe)) {
-            dev_.trace(kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) ds={} fence={} ce={} se={} imm=0x{:08x}",
-                       qp.qpn, index, wqe_opcode_name(opcode), opcode, ds, fence, (ctrl.fm_ce_se >> 2) & 3,
-                       (ctrl.fm_ce_se >> 1) & 1, ctrl.imm.get());
-        }
-        if ((ctrl.opmod_idx_opcode.get() >> 8 & 0xffff) != index) {
-            dev_.guest_error("qpn=0x{:x} WQE at slot 0x{:x} carries index 0x{:x}", qp.qpn, index,
-                             ctrl.opmod_idx_opcode.get() >> 8 & 0xffff);
-        }
-        if (opcode == kWqeNop) {
-            // A NOP completes in order behind what is outstanding.
-            RcWqe w;
-            w.index = index;
-            w.opcode = opcode;
-            w.signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
-            w.acked = true;
-            w.npkts = 0;
-            w.first_psn = qp.next_send_psn;
-            qp.rc.pending.push_back(std::move(w));
-            rc_complete(qp);
-            continue;
-        }
-        if (opcode == kWqeUmr) {
-            // IB_WR_REG_MR / IB_WR_LOCAL_INV: a local operation, done at
-            // once and completed in order behind what is outstanding.
-            uint8_t synd = kSyndLocalQpOp;
-            if (!umr_wqe(qp, index, {wqe_buf_.data(), ds * 16}, synd)) {
-                req_err_cqe(qp, index, opcode, synd);
-                to_error(qp, "UMR failed");
-                return;
-            }
-            RcWqe w;
-            w.index = index;
-            w.opcode = opcode;
-            w.signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
-            w.acked = true;
-            w.npkts = 0;
-            w.first_psn = qp.next_send_psn;
-            qp.rc.pending.push_back(std::move(w));
-            rc_complete(qp);
-            continue;
-        }
-        RcWqe w;
-        uint8_t synd = 0;
-        if (!rc_parse_wqe(qp, index, {wqe_buf_.data(), ds * 16}, w, synd)) {
-            req_err_cqe(qp, index, opcode, synd);
-            to_error(qp, "bad send WQE");
-            return;
-        }
-        w.first_psn = qp.next_send_psn;
-        qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
-        ++qp.sent;
-        if (qp.rc.pending.empty()) {
-            qp.rc.una = w.first_psn;
-        }
-        qp.rc.pending.push_back(std::move(w));
-        rc_arm_ack_timer(qp);
-        if (!rc_pump(qp)) {
-            return;  // the rest of this message goes out in later turns
-        }
+    const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
+                        sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
+    if (!(reads && fenced) && !(wqe_reads_remote(sw.opcode) && reads >= 1u << qp.log_sra_max)) {
+        return false;
     }
+    qp.rc.blocked = true;
+    dev_.trace(kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, sw.index, sw.fence,
+               reads);
+    return true;
+}
+
+// A new message: its PSNs, its place among the outstanding ones, and its
+// first packets (as far as the run budget goes).
+bool QpTable::rc_start(Qp &qp, const SqWqe &sw) {
+    RcWqe w;
+    uint8_t synd = 0;
+    if (!rc_parse_wqe(qp, sw, w, synd)) {
+        return fail_wqe(qp, sw, synd, "bad send WQE");
+    }
+    w.first_psn = qp.next_send_psn;
+    qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
+    ++qp.sent;
+    if (qp.rc.pending.empty()) {
+        qp.rc.una = w.first_psn;
+    }
+    qp.rc.pending.push_back(std::move(w));
+    rc_arm_ack_timer(qp);
+    return rc_pump(qp);  // false: the rest of this message goes out in later turns
 }
 
 }  // namespace hca

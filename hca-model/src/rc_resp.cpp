@@ -88,15 +88,10 @@ void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd,
     if (qp.st != kQpUc) {
         rc_ack(qp, psn, kAethNak | nak);
     }
-    const bool completed = qp.rc.recv.active && cqe_synd;
+    const auto &r = qp.rc.recv;
+    const bool completed = r.active && cqe_synd;
     if (completed) {
-        ErrCqe e{};
-        e.syndrome = cqe_synd;
-        e.s_wqe_opcode_qpn.set(qp.qpn);
-        e.wqe_counter.set(qp.rc.recv.index);
-        e.srqn.set(qp.rc.recv.srq ? qp.rc.recv.srqn : 0);
-        e.op_own = kCqeRespErr << 4;
-        dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
+        resp_err_cqe(qp, r.cqn, r.index, r.srq ? r.srqn : 0, cqe_synd);
     }
     qp.rc.recv.active = false;
     qp.rc.write.active = false;
@@ -134,17 +129,8 @@ bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
     } else if (!next_recv_wqe(qp, addr, stride, index, srq)) {
         return false;
     }
-    std::vector<DataSeg> segs(stride / sizeof(DataSeg));
-    if (!segs.empty() && !dev_.dma_read(addr, segs.data(), segs.size() * sizeof(DataSeg))) {
+    if (!read_recv_sges(addr, stride, r.sges)) {
         return false;
-    }
-    for (const DataSeg &d : segs) {
-        if (d.lkey.get() == kInvalidLkey) {
-            break;
-        }
-        if (d.byte_count.get()) {
-            r.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
-        }
     }
     r.active = true;
     r.index = index;
@@ -175,174 +161,223 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
     r.active = false;
 }
 
-void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
-    const uint8_t op = v.opcode() & 0x1f;
-    const uint32_t psn = v.psn();
-    const bool uc = qp.st == kQpUc;
+// IBA 9.6: may this QP take the packet at all (state, transport, P_Key,
+// source)? Others are dropped without an answer.
+bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!qp.receives()) {
         dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
-        return;
+        return false;
     }
     if ((v.opcode() & 0xe0) != transport_of(qp.st)) {
         dev_.trace(kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
                    qp_type_name(qp.st));
-        return;
+        return false;
     }
     if (!dev_.port(qp.path.port).pkey_ok(v.pkey())) {
         ++dev_.port(qp.path.port).counters().pkey_violations;
-        return;
+        return false;
     }
-    if (!from_remote(dev_, qp, pkt, v)) [[unlikely]] {
-        return;
-    }
+    return from_remote(dev_, qp, pkt, v);
+}
+
+// IBA 9.7.5.1: is this the request the responder expects next? Duplicates
+// are answered, a gap is NAKed once (RC) or aborts the message (UC).
+bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
     const int32_t diff = psn_diff(psn, qp.rc.epsn);
     if (diff < 0) {
-        if (!uc) {
+        if (qp.st != kQpUc) {
             rc_duplicate(qp, v);
         }
-        return;
+        return false;
     }
     if (diff > 0) {
-        if (uc) {
-            // UC: a lost packet aborts the message in progress.
-            qp.rc.recv.active = false;
-            qp.rc.write.active = false;
-            if (!is_first(op)) {
-                return;
-            }
-            qp.rc.epsn = psn;
-        } else {
+        if (qp.st != kQpUc) {
             // IBA 9.7.5.1.3: out of sequence; one NAK until the gap is filled.
             if (!qp.rc.nak_sent) {
                 qp.rc.nak_sent = true;
                 rc_ack(qp, qp.rc.epsn, kAethNak | kNakPsnSeq);
             }
-            return;
+            return false;
         }
+        // UC: a lost packet aborts the message in progress.
+        qp.rc.recv.active = false;
+        qp.rc.write.active = false;
+        if (!is_first(v.opcode() & 0x1f)) {
+            return false;
+        }
+        qp.rc.epsn = psn;
     }
     qp.rc.nak_sent = false;
-    // Opcode sequence (IBA 9.8.3): a middle or last packet needs a message in progress.
+    return true;
+}
+
+// IBA 9.8.3: a middle or last packet needs a message in progress, a first
+// one needs none.
+bool QpTable::rc_resp_check_seq(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
     const bool in_send = qp.rc.recv.active && !qp.rc.write.active;
     if ((is_send(op) && !is_first(op) && !in_send) || (is_write(op) && !is_first(op) && !qp.rc.write.active) ||
         (is_first(op) && (in_send || qp.rc.write.active))) {
-        if (uc) {
+        if (qp.st == kQpUc) {
             qp.rc.recv.active = false;
             qp.rc.write.active = false;
-            return;
+            return false;
         }
-        rc_resp_error(qp, psn, kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
-        return;
+        rc_resp_error(qp, v.psn(), kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
+        return false;
+    }
+    return true;
+}
+
+// No receive WQE for a message: RC answers RNR NAK and the requester
+// retries (IBA 9.7.5.2.8); UC drops the message.
+void QpTable::rc_resp_rnr(Qp &qp, uint32_t psn) {
+    if (qp.st != kQpUc) {
+        rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+    }
+}
+
+// A SEND packet: scattered into the receive WQE the first packet took; the
+// last one completes it.
+bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    if (is_first(op) && !rc_take_recv(qp, v)) {
+        rc_resp_rnr(qp, psn);
+        return false;
+    }
+    auto &r = qp.rc.recv;
+    uint64_t cap = 0;
+    for (const Sge &s : r.sges) {
+        cap += s.len;
+    }
+    if (r.offset + v.payload.size() > cap) {
+        dev_.guest_error("qpn=0x{:x} SEND of more than the {}-byte receive WQE 0x{:x}", qp.qpn, cap, r.index);
+        rc_resp_error(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
+        return false;
     }
     uint8_t synd = 0;
-    if (is_send(op)) {
-        if (is_first(op) && !rc_take_recv(qp, v)) {
-            if (uc) {
-                return;  // UC: the message is dropped
-            }
-            // No receive WQE: RNR NAK, the requester retries (IBA 9.7.5.2.8).
-            rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
-            return;
-        }
-        auto &r = qp.rc.recv;
-        uint32_t cap = 0;
-        for (const auto &s : r.sges) {
-            cap += s.len;
-        }
-        if (r.offset + v.payload.size() > cap) {
-            dev_.guest_error("qpn=0x{:x} SEND of more than the {}-byte receive WQE 0x{:x}", qp.qpn, cap, r.index);
-            rc_resp_error(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
-            return;
-        }
-        if (!rc_scatter(qp, r.pd, r.sges, r.offset, v.payload, synd)) {
-            rc_resp_error(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
-            return;
-        }
-        r.offset += static_cast<uint32_t>(v.payload.size());
-        if (is_last(op)) {
-            uint8_t cqe_op = kCqeRespSend;
-            uint32_t imm = 0;
-            if (op == iba::kSendLastImm || op == iba::kSendOnlyImm) {
-                cqe_op = kCqeRespSendImm;
-                imm = v.imm->get();
-            } else if (op == iba::kSendLastInv || op == iba::kSendOnlyInv) {
-                cqe_op = kCqeRespSendInv;
-                imm = v.imm->get();
-                dev_.mkeys.invalidate(imm, r.pd);
-            }
-            qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
-            rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
-        }
-    } else if (is_write(op)) {
-        auto &w = qp.rc.write;
-        if (is_first(op)) {
-            w = {};
-            w.va = v.reth->va.get();
-            w.rkey = v.reth->rkey.get();
-            w.len = v.reth->dma_len.get();
-            w.pd = rdma_pd(qp, v);
-            std::vector<DmaChunk> chunks;
-            const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks)
-                                       : XlatError::Access;
-            if (e != XlatError::None) {
-                dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
-                           qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
-                if (uc) {
-                    return;
-                }
-                rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
-                return;
-            }
-            w.active = true;
-        }
-        if (w.offset + v.payload.size() > w.len) {
+    if (!rc_scatter(qp, r.pd, r.sges, r.offset, v.payload, synd)) {
+        rc_resp_error(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
+        return false;
+    }
+    r.offset += static_cast<uint32_t>(v.payload.size());
+    if (!is_last(op)) {
+        return true;
+    }
+    uint8_t cqe_op = kCqeRespSend;
+    uint32_t imm = 0;
+    if (op == iba::kSendLastImm || op == iba::kSendOnlyImm) {
+        cqe_op = kCqeRespSendImm;
+        imm = v.imm->get();
+    } else if (op == iba::kSendLastInv || op == iba::kSendOnlyInv) {
+        cqe_op = kCqeRespSendInv;
+        imm = v.imm->get();
+        dev_.mkeys.invalidate(imm, r.pd);
+    }
+    qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+    rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
+    return true;
+}
+
+// An RDMA WRITE packet: the first one checks the whole RETH range against
+// the rkey; every one lands at its offset; a last one with immediate takes
+// a receive WQE and completes it.
+bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    const bool uc = qp.st == kQpUc;
+    auto &w = qp.rc.write;
+    if (is_first(op)) {
+        w = {};
+        w.va = v.reth->va.get();
+        w.rkey = v.reth->rkey.get();
+        w.len = v.reth->dma_len.get();
+        w.pd = rdma_pd(qp, v);
+        chunks_.clear();
+        const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_)
+                                   : XlatError::Access;
+        if (e != XlatError::None) {
+            dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
+                       qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
             if (!uc) {
-                rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
+                rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
             }
-            w.active = false;
-            return;
+            return false;
         }
-        std::vector<DmaChunk> chunks;
-        dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks);
-        size_t pos = 0;
-        for (const DmaChunk &c : chunks) {
-            dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
-            pos += c.len;
+        w.active = true;
+    }
+    if (w.offset + v.payload.size() > w.len) {
+        if (!uc) {
+            rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
         }
-        w.offset += static_cast<uint32_t>(v.payload.size());
-        if (is_last(op)) {
-            w.active = false;
-            qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
-            if (op == iba::kWriteLastImm || op == iba::kWriteOnlyImm) {
-                // The immediate consumes a receive WQE.
-                if (!rc_take_recv(qp, v)) {
-                    if (uc) {
-                        return;
-                    }
-                    qp.rc.msn = (qp.rc.msn - 1) & 0xffffff;
-                    w.active = true;
-                    w.offset -= static_cast<uint32_t>(v.payload.size());
-                    rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
-                    return;
-                }
-                rc_resp_cqe(qp, v, kCqeRespWrImm, w.len, v.imm->get());
+        w.active = false;
+        return false;
+    }
+    chunks_.clear();
+    dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_);
+    size_t pos = 0;
+    for (const DmaChunk &c : chunks_) {
+        dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
+        pos += c.len;
+    }
+    w.offset += static_cast<uint32_t>(v.payload.size());
+    if (!is_last(op)) {
+        return true;
+    }
+    if (op == iba::kWriteLastImm || op == iba::kWriteOnlyImm) {
+        // The immediate consumes a receive WQE; without one the last
+        // packet is refused and comes again.
+        if (!rc_take_recv(qp, v)) {
+            if (uc) {
+                w.active = false;  // UC: the message is dropped
+            } else {
+                w.offset -= static_cast<uint32_t>(v.payload.size());
             }
+            rc_resp_rnr(qp, psn);
+            return false;
         }
-    } else if (op == iba::kReadRequest) {
-        if (!rc_read_response(qp, v, true)) {
-            return;
-        }
-    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
-        if (!rc_atomic(qp, v)) {
-            return;
-        }
+        qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+        rc_resp_cqe(qp, v, kCqeRespWrImm, w.len, v.imm->get());
     } else {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
+        qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+    }
+    w.active = false;
+    return true;
+}
+
+// The responder (IBA 9.7.5): checks, then the request's operation, then
+// the expected PSN moves on and the requester gets its ACK if it asked.
+void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    if (!rc_resp_accepts(qp, pkt, v) || !rc_resp_check_psn(qp, v) || !rc_resp_check_seq(qp, v)) {
         return;
     }
-    if (op != iba::kReadRequest) {
-        qp.rc.epsn = (psn + 1) & 0xffffff;
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    if (op == iba::kReadRequest) {
+        rc_read_response(qp, v, true);  // moves the expected PSN past the response
+        return;
     }
-    if (!uc && v.ack_req() && op != iba::kReadRequest && op != iba::kCompareSwap && op != iba::kFetchAdd) {
+    bool done = false;
+    if (is_send(op)) {
+        done = rc_resp_send(qp, v);
+    } else if (is_write(op)) {
+        done = rc_resp_write(qp, v);
+    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+        done = rc_atomic(qp, v);  // answers with its own ATOMIC ACK
+        if (done) {
+            qp.rc.epsn = (psn + 1) & 0xffffff;
+        }
+        return;
+    } else {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
+    }
+    if (!done) {
+        return;
+    }
+    qp.rc.epsn = (psn + 1) & 0xffffff;
+    if (qp.st != kQpUc && v.ack_req()) {
         rc_ack(qp, psn, kAethAck | kAckCreditInvalid);
     }
 }

@@ -110,12 +110,14 @@ bool QpTable::next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &
     return true;
 }
 
-void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+// May this UD, QP0 or QP1 take the packet (state, Q_Key, P_Key)? Others
+// are dropped and counted.
+bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     Port &port = dev_.port(qp.path.port);
     if (!qp.receives()) {
         ++qp.dropped;
         dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
-        return;
+        return false;
     }
     const uint32_t qkey = v.deth->qkey.get();
     if (qp.st == kQpQp1 ? qkey != iba::mad::kQp1Qkey : (qp.st == kQpUd && qkey != qp.qkey)) {
@@ -123,12 +125,95 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         ++qp.dropped;
         dev_.trace(kTrPkt, "drop id=0x{:x}: Q_Key 0x{:x} does not match qpn=0x{:x} (0x{:x})", pkt.id, qkey, qp.qpn,
                    qp.qkey);
-        return;
+        return false;
     }
     if (qp.st != kQpQp0 && !port.pkey_ok(v.pkey())) {
         ++port.counters().pkey_violations;
         ++qp.dropped;
         dev_.trace(kTrPkt, "drop id=0x{:x}: P_Key 0x{:x} not in the table", pkt.id, v.pkey());
+        return false;
+    }
+    return true;
+}
+
+// The scatter entries of the receive WQE at addr: until the
+// MLX5_INVALID_LKEY terminator or the stride. False if it is not guest memory.
+bool QpTable::read_recv_sges(uint64_t addr, uint32_t stride, std::vector<Sge> &out) {
+    out.clear();
+    rx_segs_.resize(stride / sizeof(DataSeg));
+    if (!rx_segs_.empty() && !dev_.dma_read(addr, rx_segs_.data(), rx_segs_.size() * sizeof(DataSeg))) {
+        return false;
+    }
+    for (const DataSeg &d : rx_segs_) {
+        if (d.lkey.get() == kInvalidLkey) {
+            break;
+        }
+        if (d.byte_count.get()) {
+            out.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
+        }
+    }
+    return true;
+}
+
+// Writes a datagram into the receive WQE's scatter list: the first 40
+// bytes receive the GRH (or stay untouched without one), then the payload
+// (IBA 11.4.1.1). Returns 0 or the error CQE's syndrome.
+uint8_t QpTable::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::PacketView &v) {
+    const size_t need = 40 + v.payload.size();
+    size_t done = 0;
+    for (const Sge &sge : ud_sges_) {
+        if (done >= need) {
+            break;
+        }
+        const uint32_t take = static_cast<uint32_t>(std::min<size_t>(sge.len, need - done));
+        chunks_.clear();
+        const XlatError e = dev_.mkeys.translate(sge.lkey, pd, sge.addr, take, kAccLocalWrite, chunks_);
+        if (e != XlatError::None) {
+            dev_.guest_error("qpn=0x{:x} receive SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, sge.lkey, sge.addr,
+                             take, xlat_error_name(e));
+            return kSyndLocalProt;
+        }
+        for (const DmaChunk &ch : chunks_) {
+            uint64_t a = ch.addr;
+            uint32_t n = ch.len;
+            if (done < 40) {
+                const uint32_t m = static_cast<uint32_t>(std::min<size_t>(n, 40 - done));
+                if (v.grh) {
+                    dev_.dma_write(a, reinterpret_cast<const uint8_t *>(v.grh) + done, m);
+                }
+                a += m;
+                n -= m;
+                done += m;
+            }
+            if (n && !dev_.dma_write(a, v.payload.data() + (done - 40), n)) {
+                return kSyndLocalProt;
+            }
+            done += n;
+        }
+    }
+    if (done < need) {
+        dev_.guest_error("qpn=0x{:x} receive WQE 0x{:x} holds {} bytes, the message needs {}", qp.qpn, index, done,
+                         need);
+        return kSyndLocalLength;
+    }
+    return 0;
+}
+
+// A receive WQE that could not take its message: its error CQE.
+void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, uint8_t synd) {
+    ErrCqe e{};
+    e.syndrome = synd;
+    e.s_wqe_opcode_qpn.set(qp.qpn);
+    e.wqe_counter.set(index);
+    e.srqn.set(srqn);
+    e.op_own = kCqeRespErr << 4;
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}){}", cqn, qp.qpn,
+               index, cqe_syndrome_name(synd), synd, PktRef{rx_pkt_});
+    dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
+}
+
+void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    if (!ud_accepts(qp, pkt, v)) {
         return;
     }
     uint64_t wqe = 0;
@@ -140,99 +225,34 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} has no receive WQE posted", pkt.id, qp.qpn);
         return;
     }
-    const uint32_t pd = srq ? srq->pd : qp.pd;
-    // Scatter entries: until the MLX5_INVALID_LKEY terminator or the stride.
-    std::vector<DataSeg> sges(stride / sizeof(DataSeg));
-    if (!sges.empty() && !dev_.dma_read(wqe, sges.data(), sges.size() * sizeof(DataSeg))) {
+    if (!read_recv_sges(wqe, stride, ud_sges_)) {
         to_error(qp, "receive WQE not readable");
         return;
     }
-    // The first 40 bytes receive the GRH (or stay untouched without one),
-    // then the payload (IBA 11.4.1.1).
-    const size_t need = 40 + v.payload.size();
-    uint8_t synd = 0;
-    size_t done = 0;
-    std::vector<DmaChunk> chunks;
-    for (const DataSeg &sge : sges) {
-        const uint32_t lkey = sge.lkey.get();
-        if (lkey == kInvalidLkey || done >= need) {
-            break;
-        }
-        const uint32_t len = sge.byte_count.get();
-        const uint32_t take = static_cast<uint32_t>(std::min<size_t>(len, need - done));
-        if (take == 0) {
-            continue;
-        }
-        chunks.clear();
-        const XlatError e = dev_.mkeys.translate(lkey, pd, sge.addr.get(), take, kAccLocalWrite, chunks);
-        if (e != XlatError::None) {
-            dev_.guest_error("qpn=0x{:x} receive SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, lkey,
-                             sge.addr.get(), take, xlat_error_name(e));
-            synd = kSyndLocalProt;
-            break;
-        }
-        for (const DmaChunk &ch : chunks) {
-            // Split this chunk between the GRH area and the payload.
-            uint64_t a = ch.addr;
-            uint32_t n = ch.len;
-            while (n) {
-                if (done < 40) {
-                    const uint32_t m = static_cast<uint32_t>(std::min<size_t>(n, 40 - done));
-                    if (v.grh) {
-                        dev_.dma_write(a, reinterpret_cast<const uint8_t *>(v.grh) + done, m);
-                    }
-                    a += m;
-                    n -= m;
-                    done += m;
-                } else {
-                    const size_t p = done - 40;
-                    if (!dev_.dma_write(a, v.payload.data() + p, n)) {
-                        synd = kSyndLocalProt;
-                    }
-                    done += n;
-                    n = 0;
-                }
-            }
-        }
-        if (synd) {
-            break;
-        }
-    }
-    if (!synd && done < need) {
-        synd = kSyndLocalLength;
-        dev_.guest_error("qpn=0x{:x} receive WQE 0x{:x} holds {} bytes, the message needs {}", qp.qpn, index, done,
-                         need);
-    }
-    if (synd) {
-        ErrCqe e{};
-        e.syndrome = synd;
-        e.s_wqe_opcode_qpn.set(qp.qpn);
-        e.wqe_counter.set(index);
-        e.srqn.set(srq ? srq->srqn : 0);
-        e.op_own = kCqeRespErr << 4;
-        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}){}", qp.cqn_rcv,
-                   qp.qpn, index, cqe_syndrome_name(synd), synd, PktRef{rx_pkt_});
-        dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
+    const uint32_t srqn = srq ? srq->srqn : 0;
+    if (const uint8_t synd = ud_scatter(qp, srq ? srq->pd : qp.pd, index, v)) {
+        resp_err_cqe(qp, qp.cqn_rcv, index, srqn, synd);
         ++qp.dropped;
         return;
     }
+    const uint32_t byte_cnt = static_cast<uint32_t>(40 + v.payload.size());
     Cqe64 cqe{};
     const bool imm = v.imm != nullptr;
-    cqe.ml_path = static_cast<uint8_t>(v.dlid() & ((1u << port.lmc()) - 1));
+    cqe.ml_path = static_cast<uint8_t>(v.dlid() & ((1u << dev_.port(qp.path.port).lmc()) - 1));
     cqe.slid.set(v.slid());
     cqe.flags_rqpn.set((v.grh ? 1u : 0u) << 28 | uint32_t{v.sl()} << 24 | (v.deth->sqpn.get() & 0xffffff));
-    cqe.srqn.set(srq ? srq->srqn : 0);
+    cqe.srqn.set(srqn);
     // QP1 receives report the packet's P_Key (hw/cq.c maps it back to an index);
     // other receives carry the immediate or P_Key index 0.
     cqe.imm_inval_pkey.set(qp.st == kQpQp1 ? v.pkey() : (imm ? v.imm->get() : 0));
-    cqe.byte_cnt.set(static_cast<uint32_t>(need));
+    cqe.byte_cnt.set(byte_cnt);
     cqe.sop_drop_qpn.set(qp.qpn);
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>((imm ? kCqeRespSendImm : kCqeRespSend) << 4 | (v.se() ? 2 : 0));
     ++qp.received;
     dev_.trace(kTrCqe,
                "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={}{}",
-               qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, need, v.slid(),
+               qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, byte_cnt, v.slid(),
                v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_rcv, cqe, v.se());
 }

@@ -209,24 +209,26 @@ void QpTable::consume_wqe(Qp &qp, uint32_t bbs) {
     qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + bbs);
 }
 
-void QpTable::process_sq(Qp &qp) {
+// May the send queue run, and up to which producer index? An SQ in error
+// flushes instead; one before RTS runs once it gets there.
+bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     if (qp.no_sq) {
-        return;
+        return false;
     }
     if (qp.state == QpState::Err) {
         flush_sq(qp);
-        return;
+        return false;
     }
     if (qp.state != QpState::Rts) {
-        return;  // executed once the QP reaches RTS
+        return false;
     }
     uint8_t db[4];
     if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
         dev_.guest_error("qpn=0x{:x} doorbell record 0x{:x} is not guest memory", qp.qpn, qp.dbr);
         to_error(qp, "doorbell record not readable");
-        return;
+        return false;
     }
-    const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+    pi = static_cast<uint16_t>(load_be32(db));
     const uint32_t nbb = qp.sq_wqebbs();
     dev_.trace(kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
                static_cast<uint16_t>(pi - qp.sq_ci));
@@ -234,111 +236,147 @@ void QpTable::process_sq(Qp &qp) {
         dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
                          pi, nbb, qp.sq_ci);
         to_error(qp, "SQ producer counter out of range");
+        return false;
+    }
+    return true;
+}
+
+// The one WQE loop of every transport: fetch, decode and check each posted
+// WQE, then hand it to its transport (execute_wqe()). A connected QP first
+// sends what earlier messages still owe, and its WQEs may wait for a fence
+// or a read credit.
+void QpTable::process_sq(Qp &qp) {
+    uint16_t pi = 0;
+    if (!sq_producer(qp, pi)) {
         return;
     }
     if (qp.connected()) {
-        rc_process_sq(qp, pi);
-        return;
+        qp.rc.blocked = false;
+        if (!rc_pump(qp)) {
+            return;  // earlier messages are still going out
+        }
     }
     while (qp.sq_ci != pi && qp.state == QpState::Rts) {
         if (!may_work()) {
             defer(qp);
             return;
         }
-        spend();
-        dev_.charge_wqe();
         const uint16_t index = qp.sq_ci;
         uint32_t ds = 0, bbs = 0;
-        switch (fetch_wqe(qp, index, pi, ds, bbs)) {
-        case Fetch::Ok:
-            break;
-        case Fetch::NotReadable:
+        const Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
+        if (fetched == Fetch::NotReadable) {
             to_error(qp, "WQE not readable");
             return;
-        case Fetch::BadSize:
-            qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + 1);
+        }
+        if (fetched == Fetch::BadSize) {
+            consume_wqe(qp, 1);
             req_err_cqe(qp, index, wqe_buf_[3], kSyndLocalQpOp);
             to_error(qp, "bad WQE size");
             return;
         }
+        const SqWqe w = SqWqe::decode(index, {wqe_buf_.data(), ds * 16});
+        if (qp.connected() && rc_must_wait(qp, w)) {
+            return;
+        }
         consume_wqe(qp, bbs);
-        execute_wqe(qp, index, {wqe_buf_.data(), ds * 16});
+        spend();
+        dev_.charge_wqe();
+        if (!execute_wqe(qp, w)) {
+            return;
+        }
     }
 }
 
-bool QpTable::execute_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe) {
-    CtrlSeg ctrl;
-    std::memcpy(&ctrl, wqe.data(), sizeof(ctrl));
-    const uint32_t hdr = ctrl.opmod_idx_opcode.get();
-    const uint8_t opcode = static_cast<uint8_t>(hdr);
-    const uint16_t wqe_index = static_cast<uint16_t>(hdr >> 8);
-    const uint32_t wqe_qpn = ctrl.qpn_ds.get() >> 8;
+// Checks what every WQE must satisfy, then runs it on its transport.
+// False if the send queue must stop (the QP failed, or the run budget ran
+// out in the middle of a message).
+bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
     if (dev_.tracer().on(kTrWqe)) {
         dev_.trace(kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
                    "imm=0x{:08x}",
-                   qp.qpn, index, wqe_opcode_name(opcode), opcode, hdr >> 24, wqe.size() / 16, ctrl.fm_ce_se >> 5,
-                   (ctrl.fm_ce_se >> 2) & 3, (ctrl.fm_ce_se >> 1) & 1, ctrl.imm.get());
+                   qp.qpn, w.index, wqe_opcode_name(w.opcode), w.opcode, w.opmod, w.bytes.size() / 16, w.fence, w.ce,
+                   int{w.solicited}, w.imm);
     }
-    if (wqe_index != index) {
-        dev_.guest_error("qpn=0x{:x} WQE at slot 0x{:x} carries index 0x{:x}", qp.qpn, index, wqe_index);
+    if (w.wqe_index != w.index) {
+        dev_.guest_error("qpn=0x{:x} WQE at slot 0x{:x} carries index 0x{:x}", qp.qpn, w.index, w.wqe_index);
     }
-    if (wqe_qpn != qp.qpn) {
-        dev_.guest_error("qpn=0x{:x} WQE 0x{:x} names QPN 0x{:x}", qp.qpn, index, wqe_qpn);
-        req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-        to_error(qp, "WQE for another QP");
-        return false;
+    if (w.qpn != qp.qpn) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x} names QPN 0x{:x}", qp.qpn, w.index, w.qpn);
+        return fail_wqe(qp, w, kSyndLocalQpOp, "WQE for another QP");
     }
-    const bool signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
-    if (opcode == kWqeNop) {
-        req_cqe(qp, index, opcode, 0, signaled, false);
-        return true;
+    if (w.opcode == kWqeNop) {
+        return local_done(qp, w);
     }
-    if (qp.st == kQpRegUmr) {
+    if (qp.st == kQpRegUmr || (qp.connected() && w.opcode == kWqeUmr)) {
+        // UMR QP work, or IB_WR_REG_MR / IB_WR_LOCAL_INV on a connected QP.
         uint8_t synd = kSyndLocalQpOp;
-        if (opcode != kWqeUmr) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on the UMR QP", qp.qpn, index, wqe_opcode_name(opcode));
-        } else if (umr_wqe(qp, index, wqe, synd)) {
-            req_cqe(qp, index, opcode, 0, signaled, false);
-            return true;
+        if (w.opcode != kWqeUmr) {
+            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on the UMR QP", qp.qpn, w.index,
+                             wqe_opcode_name(w.opcode));
+        } else if (umr_wqe(qp, w, synd)) {
+            return local_done(qp, w);
         }
-        req_err_cqe(qp, index, opcode, synd);
-        to_error(qp, "UMR failed");
-        return false;
+        return fail_wqe(qp, w, synd, "UMR failed");
+    }
+    if (qp.connected()) {
+        return rc_start(qp, w);
     }
     if (qp.ud_like()) {
-        if (opcode != kWqeSend && opcode != kWqeSendImm) {
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, index, wqe_opcode_name(opcode),
-                             qp_type_name(qp.st));
-            req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-            to_error(qp, "opcode not valid for the QP type");
-            return false;
-        }
-        send_ud(qp, ctrl, wqe, index);
-        return true;
+        return send_ud(qp, w);
     }
-    dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} QPs have no send queue", qp.qpn, index, qp_type_name(qp.st));
-    req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-    to_error(qp, "no send queue for this QP type");
+    dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} QPs have no send queue", qp.qpn, w.index, qp_type_name(qp.st));
+    return fail_wqe(qp, w, kSyndLocalQpOp, "no send queue for this QP type");
+}
+
+// A WQE the requester could not carry out: its error CQE, and the QP goes
+// to the error state (which flushes the WQEs behind it).
+bool QpTable::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) {
+    req_err_cqe(qp, w.index, w.opcode, synd);
+    to_error(qp, why);
     return false;
 }
 
-// Data pointer and inline segments after the transport segments.
-bool QpTable::gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t> &payload, uint8_t &synd) {
-    payload.clear();
+// A local operation (NOP, UMR) is done. On a connected QP its CQE comes in
+// order behind the messages still outstanding.
+bool QpTable::local_done(Qp &qp, const SqWqe &w) {
+    if (!qp.connected()) {
+        req_cqe(qp, w.index, w.opcode, 0, w.signaled, false);
+        return true;
+    }
+    RcWqe r;
+    r.index = w.index;
+    r.opcode = w.opcode;
+    r.signaled = w.signaled;
+    r.acked = true;
+    r.npkts = 0;
+    r.first_psn = qp.next_send_psn;
+    qp.rc.pending.push_back(std::move(r));
+    rc_complete(qp);
+    return true;
+}
+
+// The data pointer and inline segments that end a send WQE. Every segment
+// is traced, empty ones too, so the trace accounts for all ds * 16 bytes
+// of the WQE (./hcasim trace decode).
+bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd) {
+    out.clear();
     size_t off = 0;
-    std::vector<DmaChunk> chunks;
     while (off + 4 <= segs.size()) {
         const uint32_t bc = load_be32(segs.data() + off);
         if (bc & kInlineSeg) {
             const uint32_t len = bc & 0x3ff;
             if (off + 4 + len > segs.size()) {
-                synd = kSyndLocalLength;
                 dev_.guest_error("qpn=0x{:x} inline segment of {} bytes overruns the WQE", qp.qpn, len);
+                synd = kSyndLocalLength;
                 return false;
             }
-            payload.insert(payload.end(), segs.begin() + off + 4, segs.begin() + off + 4 + len);
+            const auto bytes = segs.subspan(off + 4, len);
             dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
-                       HexBytes{segs.subspan(off + 4, std::min<uint32_t>(len, 32))});
+                       HexBytes{bytes.first(std::min<uint32_t>(len, 32))});
+            if (len) {
+                out.sges.push_back({0, out.inline_data.size(), len, true});
+                out.inline_data.insert(out.inline_data.end(), bytes.begin(), bytes.end());
+            }
             off += (4 + len + 15) & ~size_t{15};
             continue;
         }
@@ -348,66 +386,86 @@ bool QpTable::gather(Qp &qp, std::span<const uint8_t> segs, std::vector<uint8_t>
         DataSeg d;
         std::memcpy(&d, segs.data() + off, sizeof(d));
         off += sizeof(DataSeg);
-        const uint32_t len = d.byte_count.get();
-        const uint32_t lkey = d.lkey.get();
-        const uint64_t addr = d.addr.get();
-        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, lkey, addr, len);
-        if (len == 0) {
-            continue;
-        }
-        if (payload.size() + len > (1u << 20)) {
-            synd = kSyndLocalLength;
-            return false;
-        }
-        chunks.clear();
-        const XlatError e = dev_.mkeys.translate(lkey, qp.pd, addr, len, kAccLocalRead, chunks);
-        if (e != XlatError::None) {
-            dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, lkey, addr, len,
-                       xlat_error_name(e));
-            dev_.guest_error("qpn=0x{:x} send SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, lkey, addr, len,
-                             xlat_error_name(e));
-            synd = kSyndLocalProt;
-            return false;
-        }
-        const size_t at = payload.size();
-        payload.resize(at + len);
-        size_t pos = at;
-        for (const DmaChunk &ch : chunks) {
-            if (!dev_.dma_read(ch.addr, payload.data() + pos, ch.len)) {
-                dev_.guest_error("qpn=0x{:x} SGE lkey=0x{:x} translates to 0x{:x}, not guest memory", qp.qpn, lkey,
-                                 ch.addr);
-                synd = kSyndLocalProt;
-                return false;
-            }
-            pos += ch.len;
+        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+                   d.byte_count.get());
+        if (d.byte_count.get()) {
+            out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
         }
     }
     return true;
 }
 
-void QpTable::send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe, uint16_t index) {
-    const uint8_t opcode = static_cast<uint8_t>(ctrl.opmod_idx_opcode.get());
-    if (wqe.size() < sizeof(CtrlSeg) + sizeof(AvSeg)) {
-        dev_.guest_error("qpn=0x{:x} UD WQE 0x{:x} has no datagram segment", qp.qpn, index);
-        req_err_cqe(qp, index, opcode, kSyndLocalQpOp);
-        to_error(qp, "UD WQE without address vector");
-        return;
+// The bytes [offset, offset+len) of a message: inline pieces, or guest
+// memory read through the memory keys.
+bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len,
+                     std::vector<uint8_t> &out, uint8_t &synd) {
+    out.resize(len);
+    uint32_t pos = 0;
+    uint64_t base = 0;
+    for (const Sge &s : msg.sges) {
+        if (pos == len) {
+            break;
+        }
+        if (offset + pos >= base + s.len) {
+            base += s.len;
+            continue;
+        }
+        const uint32_t in_sge = static_cast<uint32_t>(offset + pos - base);
+        const uint32_t n = std::min(s.len - in_sge, len - pos);
+        base += s.len;
+        if (s.inl) {
+            std::memcpy(out.data() + pos, msg.inline_data.data() + s.addr + in_sge, n);
+            pos += n;
+            continue;
+        }
+        chunks_.clear();
+        const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks_);
+        if (e != XlatError::None) {
+            dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
+                       s.addr + in_sge, n, xlat_error_name(e));
+            dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, index, s.lkey,
+                             s.addr + in_sge, n, xlat_error_name(e));
+            synd = kSyndLocalProt;
+            return false;
+        }
+        for (const DmaChunk &c : chunks_) {
+            if (!dev_.dma_read(c.addr, out.data() + pos, c.len)) {
+                dev_.guest_error("qpn=0x{:x} SGE lkey=0x{:x} translates to 0x{:x}, not guest memory", qp.qpn, s.lkey,
+                                 c.addr);
+                synd = kSyndLocalProt;
+                return false;
+            }
+            pos += c.len;
+        }
+    }
+    return true;
+}
+
+bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
+    if (w.opcode != kWqeSend && w.opcode != kWqeSendImm) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, w.index, wqe_opcode_name(w.opcode),
+                         qp_type_name(qp.st));
+        return fail_wqe(qp, w, kSyndLocalQpOp, "opcode not valid for the QP type");
+    }
+    if (w.bytes.size() < sizeof(CtrlSeg) + sizeof(AvSeg)) {
+        dev_.guest_error("qpn=0x{:x} UD WQE 0x{:x} has no datagram segment", qp.qpn, w.index);
+        return fail_wqe(qp, w, kSyndLocalQpOp, "UD WQE without address vector");
     }
     AvSeg av;
-    std::memcpy(&av, wqe.data() + sizeof(CtrlSeg), sizeof(av));
+    std::memcpy(&av, w.bytes.data() + sizeof(CtrlSeg), sizeof(av));
     uint8_t synd = 0;
-    if (!gather(qp, wqe.subspan(sizeof(CtrlSeg) + sizeof(AvSeg)), payload_buf_, synd)) {
-        req_err_cqe(qp, index, opcode, synd);
-        to_error(qp, "send gather failed");
-        return;
+    if (!parse_data_segs(qp, w.bytes.subspan(sizeof(CtrlSeg) + sizeof(AvSeg)), ud_msg_, synd)) {
+        return fail_wqe(qp, w, synd, "bad send WQE");
     }
     Port &port = dev_.port(qp.path.port);
     const uint32_t mtu = 128u << std::min<uint8_t>(port.neighbor_mtu(), qp.mtu ? qp.mtu : 5);
-    if (payload_buf_.size() > mtu) {
-        dev_.guest_error("qpn=0x{:x} UD message of {} bytes exceeds the path MTU {}", qp.qpn, payload_buf_.size(), mtu);
-        req_err_cqe(qp, index, opcode, kSyndLocalLength);
-        to_error(qp, "UD message longer than the MTU");
-        return;
+    const uint64_t len = ud_msg_.length();
+    if (len > mtu) {
+        dev_.guest_error("qpn=0x{:x} UD message of {} bytes exceeds the path MTU {}", qp.qpn, len, mtu);
+        return fail_wqe(qp, w, kSyndLocalLength, "UD message longer than the MTU");
+    }
+    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(len), payload_buf_, synd)) {
+        return fail_wqe(qp, w, synd, "send gather failed");
     }
     const uint32_t av_qkey = av.qkey.get();
     // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
@@ -429,8 +487,8 @@ void QpTable::send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe,
         s.sgid = port.gid((gf >> 20) & 0xff);
         std::memcpy(s.dgid.data(), av.rgid, 16);
     }
-    s.opcode = iba::kUd | (opcode == kWqeSendImm ? iba::kSendOnlyImm : iba::kSendOnly);
-    s.se = (ctrl.fm_ce_se & kCtrlSolicited) != 0;
+    s.opcode = iba::kUd | (w.opcode == kWqeSendImm ? iba::kSendOnlyImm : iba::kSendOnly);
+    s.se = w.solicited;
     s.pkey = qp.st == kQpQp0 ? 0xffff : port.pkey(qp.path.pkey_index);
     s.dqpn = av.dqp_dct.get() & 0xffffff;
     s.psn = qp.next_send_psn;
@@ -439,8 +497,8 @@ void QpTable::send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe,
     store_be32(ext, qkey);
     store_be32(ext + 4, qp.ib_qpn());
     size_t ext_len = 8;
-    if (opcode == kWqeSendImm) {
-        store_be32(ext + 8, ctrl.imm.get());
+    if (w.opcode == kWqeSendImm) {
+        store_be32(ext + 8, w.imm);
         ext_len = 12;
     }
     if (dev_.tracer().on(kTrWqe)) {
@@ -450,8 +508,9 @@ void QpTable::send_ud(Qp &qp, const CtrlSeg &ctrl, std::span<const uint8_t> wqe,
     Packet pkt;
     iba::build_into(pkt.bytes, s, {ext, ext_len}, payload_buf_);
     ++qp.sent;
-    dev_.transmit(std::move(pkt), qp.qpn, index);
-    req_cqe(qp, index, opcode, static_cast<uint32_t>(payload_buf_.size()), (ctrl.fm_ce_se & kCeCqUpdate) != 0, s.se);
+    dev_.transmit(std::move(pkt), qp.qpn, w.index);
+    req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(len), w.signaled, s.se);
+    return true;
 }
 
 void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool signaled, bool solicited) {

@@ -43,20 +43,87 @@ constexpr uint32_t kMaxXltOctowords = 0xffff;
 
 }  // namespace
 
-bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint8_t &synd) {
-    CtrlSeg ctrl;
-    std::memcpy(&ctrl, wqe.data(), sizeof(ctrl));
-    const size_t base = sizeof(CtrlSeg);
-    if (wqe.size() < base + sizeof(UmrCtrlSeg) + kMkeySeg) {
-        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} of {} bytes has no UMR control and mkey segments", qp.qpn, index,
-                         wqe.size());
+void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
+    dev_.trace(kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
+               "xlt_offset={}",
+               qp.qpn, index, op.key, (op.flags & UmrOp::kInline) ? "inline" : "pointer",
+               (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
+               : (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
+                                                                        : "",
+               (op.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
+    dev_.trace(kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
+               "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
+               qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
+               ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
+               ifc::get(op.mkc, ifc::mkc::rw) ? "W" : "-", ifc::get(op.mkc, ifc::mkc::a) ? "A" : "-",
+               ifc::get(op.mkc, ifc::mkc::umr_en), ifc::get(op.mkc, ifc::mkc::access_mode_1_0),
+               ifc::get(op.mkc, ifc::mkc::mkey_7_0), ifc::get(op.mkc, ifc::mkc::pd),
+               ifc::get(op.mkc, ifc::mkc::start_addr), ifc::get(op.mkc, ifc::mkc::len),
+               ifc::get(op.mkc, ifc::mkc::length64) ? " (length64)" : "", ifc::get(op.mkc, ifc::mkc::log_page_size),
+               ifc::get(op.mkc, ifc::mkc::translations_octword_size));
+}
+
+// The translation entries a UMR WQE points at with one data segment (at
+// seg), read through that segment's key like any gather entry; the UMR QP
+// is privileged, so there the key's own PD is accepted.
+bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, UmrOp &op, uint8_t &synd) {
+    const size_t bytes = op.xlt.size() * 8;
+    if (seg.size() < sizeof(DataSeg)) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: translation pointer segment missing", qp.qpn, index);
         synd = kSyndLocalQpOp;
+        return false;
+    }
+    DataSeg d;
+    std::memcpy(&d, seg.data(), sizeof(d));
+    dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+               d.byte_count.get());
+    if (d.byte_count.get() < bytes) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: pointer to {} bytes for {} translation octowords", qp.qpn,
+                         index, d.byte_count.get(), bytes / 16);
+        synd = kSyndLocalLength;
+        return false;
+    }
+    const Mkey *lk = dev_.mkeys.find(d.lkey.get());
+    const uint32_t pd = qp.st == kQpRegUmr && lk ? lk->pd : qp.pd;
+    chunks_.clear();
+    const XlatError e = dev_.mkeys.translate(d.lkey.get(), pd, d.addr.get(), bytes, kAccLocalRead, chunks_);
+    if (e != XlatError::None) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
+                   d.addr.get(), bytes, xlat_error_name(e));
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} translation list lkey=0x{:x}: {}", qp.qpn, index, d.lkey.get(),
+                         xlat_error_name(e));
+        synd = kSyndLocalProt;
+        return false;
+    }
+    std::vector<uint8_t> raw(bytes);
+    size_t pos = 0;
+    for (const DmaChunk &ch : chunks_) {
+        if (!dev_.dma_read(ch.addr, raw.data() + pos, ch.len)) {
+            dev_.guest_error("qpn=0x{:x} UMR translation list at 0x{:x} is not guest memory", qp.qpn, ch.addr);
+            synd = kSyndLocalProt;
+            return false;
+        }
+        pos += ch.len;
+    }
+    for (size_t i = 0; i < op.xlt.size(); ++i) {
+        op.xlt[i] = load_be64(raw.data() + i * 8);
+    }
+    return true;
+}
+
+bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
+    const std::span<const uint8_t> wqe = w.bytes;
+    const size_t base = sizeof(CtrlSeg);
+    synd = kSyndLocalQpOp;
+    if (wqe.size() < base + sizeof(UmrCtrlSeg) + kMkeySeg) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} of {} bytes has no UMR control and mkey segments", qp.qpn,
+                         w.index, wqe.size());
         return false;
     }
     UmrCtrlSeg uc;
     std::memcpy(&uc, wqe.data() + base, sizeof(uc));
     UmrOp op;
-    op.key = ctrl.imm.get();
+    op.key = w.imm;
     op.flags = uc.flags;
     op.mask = uc.mkey_mask.get();
     op.mkc = wqe.data() + base + sizeof(UmrCtrlSeg);
@@ -65,93 +132,30 @@ bool QpTable::umr_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> wqe, uint
         op.xlt_first = (uint64_t{uc.xlt_offset_47_16.get()} << 16 | uc.xlt_offset.get()) * 2;
         op.xlt_offset_high = uc.xlt_offset_47_16.get() != 0;
     }
-    const size_t tail = base + sizeof(UmrCtrlSeg) + kMkeySeg;
     if (dev_.tracer().on(kTrWqe)) {
-        dev_.trace(kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
-                   "xlt_offset={}",
-                   qp.qpn, index, op.key, (uc.flags & UmrOp::kInline) ? "inline" : "pointer",
-                   (uc.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
-                   : (uc.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
-                                                                            : "",
-                   (uc.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
-        dev_.trace(kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
-                   "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
-                   qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
-                   ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
-                   ifc::get(op.mkc, ifc::mkc::rw) ? "W" : "-", ifc::get(op.mkc, ifc::mkc::a) ? "A" : "-",
-                   ifc::get(op.mkc, ifc::mkc::umr_en), ifc::get(op.mkc, ifc::mkc::access_mode_1_0),
-                   ifc::get(op.mkc, ifc::mkc::mkey_7_0), ifc::get(op.mkc, ifc::mkc::pd),
-                   ifc::get(op.mkc, ifc::mkc::start_addr), ifc::get(op.mkc, ifc::mkc::len),
-                   ifc::get(op.mkc, ifc::mkc::length64) ? " (length64)" : "",
-                   ifc::get(op.mkc, ifc::mkc::log_page_size),
-                   ifc::get(op.mkc, ifc::mkc::translations_octword_size));
+        umr_trace(qp, w.index, op, octowords);
     }
     if (octowords > kMaxXltOctowords) {
-        synd = kSyndLocalQpOp;
         return false;
     }
-    if (octowords) {
-        const size_t bytes = size_t{octowords} * 16;
-        op.xlt.resize(octowords * 2);
-        if (uc.flags & UmrOp::kInline) {
-            if (tail + bytes > wqe.size()) {
-                dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: {} inline translation bytes overrun the {}-byte WQE",
-                                 qp.qpn, index, bytes, wqe.size());
-                synd = kSyndLocalQpOp;
-                return false;
-            }
-            for (size_t i = 0; i < op.xlt.size(); ++i) {
-                op.xlt[i] = load_be64(wqe.data() + tail + i * 8);
-            }
-        } else {
-            if (tail + sizeof(DataSeg) > wqe.size()) {
-                dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: translation pointer segment missing", qp.qpn, index);
-                synd = kSyndLocalQpOp;
-                return false;
-            }
-            DataSeg d;
-            std::memcpy(&d, wqe.data() + tail, sizeof(d));
-            dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(),
-                       d.addr.get(), d.byte_count.get());
-            if (d.byte_count.get() < bytes) {
-                dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: pointer to {} bytes for {} translation octowords",
-                                 qp.qpn, index, d.byte_count.get(), octowords);
-                synd = kSyndLocalLength;
-                return false;
-            }
-            // The list is read through its key like any gather entry; the
-            // UMR QP is privileged, so the key's own PD is accepted.
-            const Mkey *lk = dev_.mkeys.find(d.lkey.get());
-            const uint32_t pd = qp.st == kQpRegUmr && lk ? lk->pd : qp.pd;
-            std::vector<DmaChunk> chunks;
-            const XlatError e = dev_.mkeys.translate(d.lkey.get(), pd, d.addr.get(), bytes, kAccLocalRead, chunks);
-            if (e != XlatError::None) {
-                dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
-                           d.addr.get(), bytes, xlat_error_name(e));
-                dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} translation list lkey=0x{:x}: {}", qp.qpn, index,
-                                 d.lkey.get(), xlat_error_name(e));
-                synd = kSyndLocalProt;
-                return false;
-            }
-            std::vector<uint8_t> raw(bytes);
-            size_t pos = 0;
-            for (const DmaChunk &ch : chunks) {
-                if (!dev_.dma_read(ch.addr, raw.data() + pos, ch.len)) {
-                    dev_.guest_error("qpn=0x{:x} UMR translation list at 0x{:x} is not guest memory", qp.qpn, ch.addr);
-                    synd = kSyndLocalProt;
-                    return false;
-                }
-                pos += ch.len;
-            }
-            for (size_t i = 0; i < op.xlt.size(); ++i) {
-                op.xlt[i] = load_be64(raw.data() + i * 8);
-            }
+    const auto tail = wqe.subspan(base + sizeof(UmrCtrlSeg) + kMkeySeg);
+    op.xlt.resize(size_t{octowords} * 2);
+    if (octowords && (uc.flags & UmrOp::kInline)) {
+        if (op.xlt.size() * 8 > tail.size()) {
+            dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: {} inline translation bytes overrun the {}-byte WQE",
+                             qp.qpn, w.index, op.xlt.size() * 8, wqe.size());
+            return false;
         }
+        for (size_t i = 0; i < op.xlt.size(); ++i) {
+            op.xlt[i] = load_be64(tail.data() + i * 8);
+        }
+    } else if (octowords && !umr_fetch_xlt(qp, w.index, tail, op, synd)) {
+        return false;
     }
     const UmrError e = dev_.mkeys.umr(op, qp.st == kQpRegUmr ? nullptr : &qp.pd);
     if (e != UmrError::None) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
-        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, index, op.key, umr_error_name(e));
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, w.index, op.key, umr_error_name(e));
         synd = malformed(e) ? kSyndLocalQpOp : kSyndLocalProt;
         return false;
     }

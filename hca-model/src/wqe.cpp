@@ -1,6 +1,35 @@
 #include "wqe.h"
 
+#include <cstring>
+
 namespace hca {
+
+SqWqe SqWqe::decode(uint16_t index, std::span<const uint8_t> bytes) {
+    CtrlSeg ctrl;
+    std::memcpy(&ctrl, bytes.data(), sizeof(ctrl));
+    const uint32_t hdr = ctrl.opmod_idx_opcode.get();
+    SqWqe w;
+    w.index = index;
+    w.wqe_index = static_cast<uint16_t>(hdr >> 8);
+    w.opcode = static_cast<uint8_t>(hdr);
+    w.opmod = static_cast<uint8_t>(hdr >> 24);
+    w.qpn = ctrl.qpn_ds.get() >> 8;
+    w.fence = ctrl.fm_ce_se >> 5;
+    w.ce = (ctrl.fm_ce_se >> 2) & 3;
+    w.signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
+    w.solicited = (ctrl.fm_ce_se & kCtrlSolicited) != 0;
+    w.imm = ctrl.imm.get();
+    w.bytes = bytes;
+    return w;
+}
+
+uint64_t GatherList::length() const {
+    uint64_t n = 0;
+    for (const Sge &s : sges) {
+        n += s.len;
+    }
+    return n;
+}
 
 const char *wqe_opcode_name(uint8_t op) {
     switch (op) {

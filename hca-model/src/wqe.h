@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "be.h"
 
@@ -44,9 +46,51 @@ enum WqeOpcode : uint8_t {
     kWqeUmr = 0x25,
 };
 const char *wqe_opcode_name(uint8_t op);
+// RDMA READ and the atomics: the operations that use a read credit.
+inline bool wqe_reads_remote(uint8_t op) {
+    return op == kWqeRdmaRead || op == kWqeAtomicCs || op == kWqeAtomicFa || op == kWqeAtomicMaskedCs ||
+           op == kWqeAtomicMaskedFa;
+}
 
 inline constexpr uint8_t kCeCqUpdate = 2 << 2;  // MLX5_WQE_CTRL_CQ_UPDATE
 inline constexpr uint8_t kCtrlSolicited = 1 << 1;
+
+// A send WQE as the send queue fetched it: its control segment decoded and
+// its ds * 16 bytes (which stay valid until the next fetch).
+struct SqWqe {
+    uint16_t index = 0;      // the slot it was fetched from
+    uint16_t wqe_index = 0;  // the index the WQE itself carries
+    uint8_t opcode = 0;
+    uint8_t opmod = 0;
+    uint32_t qpn = 0;        // the QPN the WQE names
+    uint8_t fence = 0;
+    uint8_t ce = 0;
+    bool signaled = false;   // a CQE is asked for
+    bool solicited = false;
+    uint32_t imm = 0;
+    std::span<const uint8_t> bytes;
+    static SqWqe decode(uint16_t index, std::span<const uint8_t> bytes);
+};
+
+// One piece of a message: a data pointer (read or written through a memory
+// key) or, in a gather list, inline bytes.
+struct Sge {
+    uint32_t lkey;
+    uint64_t addr;  // for inline pieces: offset into GatherList::inline_data
+    uint32_t len;
+    bool inl = false;
+};
+
+// The bytes a send message is made of, in WQE order.
+struct GatherList {
+    std::vector<Sge> sges;
+    std::vector<uint8_t> inline_data;
+    uint64_t length() const;
+    void clear() {
+        sges.clear();
+        inline_data.clear();
+    }
+};
 
 // mlx5_av, the UD datagram segment.
 struct AvSeg {
