@@ -232,9 +232,7 @@ void CqTable::notify(Cq &cq) {
         cq.mod_timer = 0;
     }
     ++cq.events;
-    uint8_t data[28] = {};
-    store_be32(data + 0x18, cq.cqn);  // data.comp.cqn at EQE+0x38
-    dev_.eqs.post(cq.eqn, kEventComp, 0, data, sizeof(data));
+    dev_.eqs.post(cq.eqn, kEventComp, 0, EqeData::completion(cq.cqn));
 }
 
 void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
@@ -286,10 +284,7 @@ bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
             cq->status = kStatusOverflow;
             dev_.guest_error("CQ overrun cqn=0x{:x} pi=0x{:x} ci=0x{:x}: CQ in error", cqn, cq->pi & 0xffffff,
                              cq->ci_seen);
-            uint8_t data[28] = {};
-            store_be32(data, cqn);
-            data[0x0b] = 1;  // syndrome: overrun (EQE+0x2b)
-            dev_.eqs.post_event(kEventCqError, 0, data, sizeof(data));
+            dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cqn, kCqErrOverrun));
             return false;
         }
     }
@@ -329,10 +324,7 @@ bool CqTable::write_cqe(Cq &cq, Cqe64 &cqe) {
     if (!dev_.dma_write(addr, raw, 63) || !dev_.dma_write(addr + 63, raw + 63, 1)) {
         cq.status = kStatusWriteFail;
         dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cq.cqn, addr);
-        uint8_t data[28] = {};
-        store_be32(data, cq.cqn);
-        data[0x0b] = 2;  // access violation
-        dev_.eqs.post_event(kEventCqError, 0, data, sizeof(data));
+        dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cq.cqn, kCqErrAccess));
         return false;
     }
     ++cq.pi;

@@ -52,6 +52,9 @@ class CqTable {
     static constexpr uint8_t kStatusOk = 0x0;
     static constexpr uint8_t kStatusOverflow = 0x9;
     static constexpr uint8_t kStatusWriteFail = 0xa;
+    // mlx5_eqe_cq_err.syndrome (PRM: 1 CQ overrun, 2 CQ access violation)
+    static constexpr uint8_t kCqErrOverrun = 1;
+    static constexpr uint8_t kCqErrAccess = 2;
 
     explicit CqTable(Device &dev) : dev_(dev) {}
     void reset();

@@ -60,7 +60,7 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
     eq.uar = uar;
     eq.intr = static_cast<uint16_t>(intr);
     eq.log_page_size = static_cast<uint8_t>(log_page_size);
-    const uint64_t bytes = uint64_t{kEqeSize} << log_size;
+    const uint64_t bytes = uint64_t{sizeof(Eqe)} << log_size;
     // page_offset counts 1/64ths of a page (as for CQs and QPs).
     const uint64_t offset_bytes = PageList::offset_bytes(page_offset, log_page_size);
     const auto pas = c.in_block(create_eq_in::pas);
@@ -166,7 +166,39 @@ void EqTable::doorbell(uint32_t uar, bool arm, uint32_t value) {
     }
 }
 
-bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const uint8_t *data, size_t len) {
+EqeData EqeData::completion(uint32_t cqn) {
+    EqeData d;
+    d.comp.cqn.set(cqn);
+    return d;
+}
+
+EqeData EqeData::affiliated(uint8_t type, uint32_t n) {
+    EqeData d;
+    d.qp_srq.type = type;
+    d.qp_srq.qp_srq_n.set(n);
+    return d;
+}
+
+EqeData EqeData::cq_error(uint32_t cqn, uint8_t syndrome) {
+    EqeData d;
+    d.cq_err.cqn.set(cqn);
+    d.cq_err.syndrome = syndrome;
+    return d;
+}
+
+EqeData EqeData::port_state(uint8_t port) {
+    EqeData d;
+    d.port.port = static_cast<uint8_t>(port << 4);
+    return d;
+}
+
+EqeData EqeData::command(uint32_t slots) {
+    EqeData d;
+    d.cmd.vector.set(slots);
+    return d;
+}
+
+bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &data) {
     Eq *eq = find(eqn);
     if (!eq) {
         dev_.guest_error("EQE type=0x{:x} for EQ {} that does not exist: dropped", type, eqn);
@@ -181,26 +213,26 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const uint8_t *
                          eq->pi & 0xffffff, eq->ci, type);
         return false;
     }
-    uint8_t eqe[kEqeSize] = {};
-    eqe[0x01] = type;
-    eqe[0x03] = sub_type;
-    std::memcpy(eqe + kEqeData, data, std::min<size_t>(len, 28));
+    Eqe eqe{};
+    eqe.type = type;
+    eqe.sub_type = sub_type;
+    eqe.data = data;
     // Owner bit: 0 on the first lap (the driver initialises owner = 1).
-    eqe[0x3f] = static_cast<uint8_t>((eq->pi >> eq->log_size) & 1);
-    const uint64_t addr = eq->buf.addr(uint64_t{eq->pi & (eq->nent() - 1)} * kEqeSize);
+    eqe.owner = static_cast<uint8_t>((eq->pi >> eq->log_size) & 1);
+    const uint64_t addr = eq->buf.addr(uint64_t{eq->pi & (eq->nent() - 1)} * sizeof(Eqe));
     // Body first, owner byte last, so the driver never sees a torn EQE.
-    if (!dev_.dma_write(addr, eqe, kEqeSize - 1) || !dev_.dma_write(addr + kEqeSize - 1, eqe + kEqeSize - 1, 1)) {
+    const auto *raw = reinterpret_cast<const uint8_t *>(&eqe);
+    if (!dev_.dma_write(addr, raw, offsetof(Eqe, owner)) || !dev_.dma_write(addr + offsetof(Eqe, owner), &eqe.owner, 1)) {
         eq->status = kStatusWriteFailure;
         dev_.guest_error("EQ eqn={} entry at 0x{:x} is not guest memory: EQ in error", eqn, addr);
         return false;
     }
     if (type == kEventComp) {
-        // Completion EQEs name the CQ (eqe.data.comp.cqn).
         dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} cqn=0x{:x}", eqn, eq->pi & 0xffffff,
-                   type, sub_type, load_be32(eqe + kEqeData + 0x18) & 0xffffff);
+                   type, sub_type, data.comp.cqn.get() & 0xffffff);
     } else {
         dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
-                   sub_type, to_hex({eqe + kEqeData, 28}));
+                   sub_type, to_hex(data.raw));
     }
     ++eq->pi;
     ++eq->eqes;
@@ -211,19 +243,15 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const uint8_t *
     return true;
 }
 
-bool EqTable::post_event(uint8_t type, uint8_t sub_type, const uint8_t *data, size_t len) {
+bool EqTable::post_event(uint8_t type, uint8_t sub_type, const EqeData &data) {
     const Eq *eq = subscriber(type);
     if (!eq) {
         return false;
     }
-    return post(eq->eqn, type, sub_type, data, len);
+    return post(eq->eqn, type, sub_type, data);
 }
 
-void EqTable::post_cmd_completion(uint32_t slots) {
-    uint8_t data[4];
-    store_be32(data, slots);
-    post_event(kEventCmd, 0, data, sizeof(data));
-}
+void EqTable::post_cmd_completion(uint32_t slots) { post_event(kEventCmd, 0, EqeData::command(slots)); }
 
 std::string EqTable::info() const {
     std::string s = fmt::format("EQs: {}\n", eqs_.size());

@@ -5,16 +5,81 @@
 
 #include <array>
 #include <bitset>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
 
+#include "be.h"
 #include "pages.h"
 
 namespace hca {
 
 struct CmdCtx;
 class Device;
+
+// The per-type data of an EQE (include/linux/mlx5/device.h union ev_data):
+// the members the model raises, as packed big-endian structures.
+struct EqeComp {  // completion: the CQ
+    uint8_t rsvd[24];
+    be32 cqn;
+};
+struct EqeQpSrq {  // QP/SRQ affiliated events
+    uint8_t rsvd0[20];
+    uint8_t type;  // 0 QP, 1 SRQ
+    uint8_t rsvd1[3];
+    be32 qp_srq_n;
+};
+struct EqeCqErr {
+    be32 cqn;
+    uint8_t rsvd0[7];
+    uint8_t syndrome;  // 1 overrun, 2 access violation
+    uint8_t rsvd1[16];
+};
+struct EqePortState {
+    uint8_t rsvd0[8];
+    uint8_t port;  // 7:4 port number
+    uint8_t rsvd1[19];
+};
+struct EqeCmd {
+    be32 vector;  // the completed command slots
+    uint8_t rsvd[24];
+};
+union EqeData {
+    uint8_t raw[28] = {};
+    EqeComp comp;
+    EqeQpSrq qp_srq;
+    EqeCqErr cq_err;
+    EqePortState port;
+    EqeCmd cmd;
+
+    static EqeData completion(uint32_t cqn);
+    static EqeData qp(uint32_t qpn) { return affiliated(0, qpn); }
+    static EqeData srq(uint32_t srqn) { return affiliated(1, srqn); }
+    static EqeData cq_error(uint32_t cqn, uint8_t syndrome);
+    static EqeData port_state(uint8_t port);
+    static EqeData command(uint32_t slots);
+
+  private:
+    static EqeData affiliated(uint8_t type, uint32_t n);
+};
+static_assert(sizeof(EqeData) == 28 && offsetof(EqeComp, cqn) == 0x18 && offsetof(EqeQpSrq, type) == 0x14 &&
+              offsetof(EqeQpSrq, qp_srq_n) == 0x18 && offsetof(EqeCqErr, syndrome) == 0x0b &&
+              offsetof(EqePortState, port) == 0x08);
+
+// struct mlx5_eqe
+struct Eqe {
+    uint8_t rsvd0;
+    uint8_t type;
+    uint8_t rsvd1;
+    uint8_t sub_type;
+    uint8_t rsvd2[28];
+    EqeData data;
+    uint8_t rsvd3[2];
+    uint8_t signature;
+    uint8_t owner;
+};
+static_assert(sizeof(Eqe) == 64 && offsetof(Eqe, data) == 0x20 && offsetof(Eqe, owner) == 0x3f);
 
 struct Eq {
     uint32_t eqn = 0;
@@ -37,8 +102,6 @@ struct Eq {
 
 class EqTable {
   public:
-    static constexpr unsigned kEqeSize = 64;
-    static constexpr unsigned kEqeData = 0x20;  // 28 bytes of per-type data
     static constexpr uint8_t kStatusOk = 0x0;
     static constexpr uint8_t kStatusWriteFailure = 0xa;
     // eqc.st
@@ -56,9 +119,9 @@ class EqTable {
     void doorbell(uint32_t uar, bool arm, uint32_t value);
 
     // Writes an EQE to EQ eqn; false if it was dropped (no EQ, overflow).
-    bool post(uint32_t eqn, uint8_t type, uint8_t sub_type, const uint8_t *data, size_t len);
+    bool post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &data);
     // Writes an EQE to the EQ subscribed to type (async events).
-    bool post_event(uint8_t type, uint8_t sub_type, const uint8_t *data, size_t len);
+    bool post_event(uint8_t type, uint8_t sub_type, const EqeData &data);
     // Command completion EQE (type 0x0a) with the bitmask of slots.
     void post_cmd_completion(uint32_t slots);
     const Eq *subscriber(uint8_t type) const;

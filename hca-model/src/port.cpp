@@ -73,10 +73,8 @@ bool Port::pkey_ok(uint16_t pkey) const {
 }
 
 void Port::event(uint8_t sub_type) {
-    uint8_t data[28] = {};
-    data[0x08] = static_cast<uint8_t>(num_ << 4);  // port number at EQE+0x28, upper nibble
     dev_.trace(kTrPort, "event port={} sub_type={}", num_, sub_type);
-    dev_.eqs.post_event(kEventPortChange, sub_type, data, sizeof(data));
+    dev_.eqs.post_event(kEventPortChange, sub_type, EqeData::port_state(num_));
 }
 
 void Port::change_state(uint8_t state) {

@@ -349,10 +349,7 @@ void QpTable::to_error(Qp &qp, const char *why) {
     flush_rq(qp);
     if (qp.rq_type == kRqSrq) {
         // IBA 11.6.3: the QP's last WQE from the SRQ has been consumed.
-        uint8_t data[28] = {};
-        data[0x14] = 0;  // type: QP
-        store_be32(data + 0x18, qp.qpn);
-        dev_.eqs.post_event(kEventSrqLastWqe, 0, data, sizeof(data));
+        dev_.eqs.post_event(kEventSrqLastWqe, 0, EqeData::qp(qp.qpn));
     }
     qp.flush_poll_ns = kFlushPollMinNs;
     arm_flush_timer(qp);

@@ -97,10 +97,7 @@ void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd,
     qp.rc.write.active = false;
     to_error(qp, why);
     if (!completed && qp.st != kQpUc && (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
-        uint8_t data[28] = {};
-        data[0x14] = 0;  // type: QP
-        store_be32(data + 0x18, qp.qpn);
-        dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, data, sizeof(data));
+        dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, EqeData::qp(qp.qpn));
     }
 }
 

@@ -51,10 +51,7 @@ std::optional<uint16_t> SrqTable::take(Srq &s) {
     // Limit event (IBA 10.2.9.2): armed once, fires when the WQEs left drop below the limit.
     if (s.lwm && static_cast<uint16_t>(avail - 1) < s.lwm) {
         s.lwm = 0;
-        uint8_t data[28] = {};
-        data[0x14] = 1;  // type: SRQ
-        store_be32(data + 0x18, s.srqn);
-        dev_.eqs.post_event(kEventSrqRqLimit, 0, data, sizeof(data));
+        dev_.eqs.post_event(kEventSrqRqLimit, 0, EqeData::srq(s.srqn));
     }
     return index;
 }

@@ -11,9 +11,9 @@ namespace ifc = hca::ifc;
 namespace {
 
 void post(Bench &b, uint32_t eqn, uint8_t type, uint32_t value) {
-    uint8_t data[28] = {};
-    hca::store_be32(data, value);
-    b.dev.eqs.post(eqn, type, 0, data, sizeof(data));
+    hca::EqeData data;
+    hca::store_be32(data.raw, value);
+    b.dev.eqs.post(eqn, type, 0, data);
 }
 
 }  // namespace
