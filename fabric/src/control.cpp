@@ -51,6 +51,30 @@ constexpr const char *kHelp =
 ControlCommands::ControlCommands(IbFabric *fabric, std::function<std::string()> extra_stats)
     : fabric_(fabric), extra_stats_(std::move(extra_stats)) {}
 
+namespace {
+
+// The ports a PORT argument names: one number or "all".
+bool port_list(const IbSwitch &sw, const std::string &arg, std::vector<uint8_t> &out) {
+    if (arg == "all") {
+        for (uint8_t k = 1; k <= sw.num_ports(); ++k) {
+            out.push_back(k);
+        }
+        return true;
+    }
+    uint32_t n = 0;
+    if (!parse_u32(arg, n) || n < 1 || n > sw.num_ports()) {
+        return false;
+    }
+    out.push_back(static_cast<uint8_t>(n));
+    return true;
+}
+
+std::string bad_port(const IbSwitch &sw, const std::string &arg) {
+    return fmt::format("error bad port '{}' (1..{} or all)\n", arg, sw.num_ports());
+}
+
+}  // namespace
+
 std::string ControlCommands::execute(const std::string &line) {
     const auto w = split(line);
     if (w.empty()) {
@@ -70,22 +94,6 @@ std::string ControlCommands::execute(const std::string &line) {
     if (!fabric_) {
         return "error no InfiniBand switch (start with --ib-socket-dir)\n";
     }
-    IbSwitch &sw = fabric_->sw();
-    // The ports a PORT argument names.
-    auto ports = [&](const std::string &arg, std::vector<uint8_t> &out) -> bool {
-        if (arg == "all") {
-            for (uint8_t k = 1; k <= sw.num_ports(); ++k) {
-                out.push_back(k);
-            }
-            return true;
-        }
-        uint32_t n = 0;
-        if (!parse_u32(arg, n) || n < 1 || n > sw.num_ports()) {
-            return false;
-        }
-        out.push_back(static_cast<uint8_t>(n));
-        return true;
-    };
     if (cmd == "ports" && w.size() == 1) {
         return fabric_->ports_text() + "ok\n";
     }
@@ -96,62 +104,79 @@ std::string ControlCommands::execute(const std::string &line) {
         return fabric_->groups_text() + "ok\n";
     }
     if (cmd == "link" && w.size() == 3) {
-        std::vector<uint8_t> ps;
-        if (!ports(w[1], ps)) {
-            return fmt::format("error bad port '{}' (1..{} or all)\n", w[1], sw.num_ports());
-        }
-        if (w[2] != "up" && w[2] != "down") {
-            return "error expected up or down\n";
-        }
-        for (uint8_t p : ps) {
-            sw.set_admin(p, w[2] == "up");
-        }
-        return "ok\n";
+        return link(w);
     }
     if ((cmd == "drop" || cmd == "corrupt" || cmd == "delay") && (w.size() == 3 || (cmd == "drop" && w.size() == 4))) {
-        std::vector<uint8_t> ps;
-        if (!ports(w[1], ps)) {
-            return fmt::format("error bad port '{}' (1..{} or all)\n", w[1], sw.num_ports());
-        }
-        FaultInjector &f = sw.faults();
-        if (cmd == "delay") {
-            uint32_t us = 0;
-            if (!parse_u32(w[2], us) || us > FaultInjector::kMaxDelayUs) {
-                return fmt::format("error bad delay '{}' (0..{} microseconds)\n", w[2], FaultInjector::kMaxDelayUs);
-            }
-            for (uint8_t p : ps) {
-                f.set_delay(p, us);
-            }
-            return "ok\n";
-        }
-        double pct = 0;
-        if (!parse_double(w[2], pct) || !(pct >= 0 && pct <= 100)) {
-            return fmt::format("error bad percentage '{}' (0..100)\n", w[2]);
-        }
-        DropScope scope = DropScope::All;
-        if (w.size() == 4 && !parse_drop_scope(w[3], scope)) {
-            return fmt::format("error bad drop scope '{}' (all or requests)\n", w[3]);
+        return fault(w);
+    }
+    if (cmd == "sm" && w.size() == 2) {
+        return sm(w[1]);
+    }
+    return fmt::format("error unknown command '{}' (try help)\n", line.size() > 80 ? line.substr(0, 80) : line);
+}
+
+// link PORT up|down
+std::string ControlCommands::link(const std::vector<std::string> &w) {
+    IbSwitch &sw = fabric_->sw();
+    std::vector<uint8_t> ps;
+    if (!port_list(sw, w[1], ps)) {
+        return bad_port(sw, w[1]);
+    }
+    if (w[2] != "up" && w[2] != "down") {
+        return "error expected up or down\n";
+    }
+    for (uint8_t p : ps) {
+        sw.set_admin(p, w[2] == "up");
+    }
+    return "ok\n";
+}
+
+// drop PORT PCT [all|requests], corrupt PORT PCT, delay PORT US
+std::string ControlCommands::fault(const std::vector<std::string> &w) {
+    IbSwitch &sw = fabric_->sw();
+    std::vector<uint8_t> ps;
+    if (!port_list(sw, w[1], ps)) {
+        return bad_port(sw, w[1]);
+    }
+    FaultInjector &f = sw.faults();
+    if (w[0] == "delay") {
+        uint32_t us = 0;
+        if (!parse_u32(w[2], us) || us > FaultInjector::kMaxDelayUs) {
+            return fmt::format("error bad delay '{}' (0..{} microseconds)\n", w[2], FaultInjector::kMaxDelayUs);
         }
         for (uint8_t p : ps) {
-            cmd == "drop" ? f.set_drop(p, pct, scope) : f.set_corrupt(p, pct);
+            f.set_delay(p, us);
         }
         return "ok\n";
     }
-    if (cmd == "sm" && w.size() == 2) {
-        SubnetManager *sm = fabric_->sm();
-        if (!sm) {
-            return "error no SM (started with --no-sm)\n";
-        }
-        if (w[1] == "restart") {
-            sm->restart();
-            return "ok\n";
-        }
-        if (w[1] == "status") {
-            return sm->status() + "ok\n";
-        }
-        return "error expected 'sm restart' or 'sm status'\n";
+    double pct = 0;
+    if (!parse_double(w[2], pct) || !(pct >= 0 && pct <= 100)) {
+        return fmt::format("error bad percentage '{}' (0..100)\n", w[2]);
     }
-    return fmt::format("error unknown command '{}' (try help)\n", line.size() > 80 ? line.substr(0, 80) : line);
+    DropScope scope = DropScope::All;
+    if (w.size() == 4 && !parse_drop_scope(w[3], scope)) {
+        return fmt::format("error bad drop scope '{}' (all or requests)\n", w[3]);
+    }
+    for (uint8_t p : ps) {
+        w[0] == "drop" ? f.set_drop(p, pct, scope) : f.set_corrupt(p, pct);
+    }
+    return "ok\n";
+}
+
+// sm restart|status
+std::string ControlCommands::sm(const std::string &what) {
+    SubnetManager *sm = fabric_->sm();
+    if (!sm) {
+        return "error no SM (started with --no-sm)\n";
+    }
+    if (what == "restart") {
+        sm->restart();
+        return "ok\n";
+    }
+    if (what == "status") {
+        return sm->status() + "ok\n";
+    }
+    return "error expected 'sm restart' or 'sm status'\n";
 }
 
 // One client connection: reads lines, writes replies in order.

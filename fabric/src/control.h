@@ -23,6 +23,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "asio.h"
 
@@ -39,6 +40,10 @@ class ControlCommands {
     std::string execute(const std::string &line);
 
   private:
+    std::string link(const std::vector<std::string> &w);
+    std::string fault(const std::vector<std::string> &w);
+    std::string sm(const std::string &what);
+
     IbFabric *fabric_;
     std::function<std::string()> extra_stats_;
 };

@@ -29,10 +29,8 @@ bool parse_u64(const std::string &s, uint64_t &out) {
     }
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    CLI::App app{"hcasim fabric: management Ethernet switch and InfiniBand switch for hcasim VMs"};
+// The command line.
+struct Args {
     std::string eth_socket, ready_file, ib_dir, control_socket, capture, log_file, rate = "4xQDR";
     std::string switch_guid = "0x0002c90300ffff00";
     unsigned ib_ports = 8, mtu = 4096;
@@ -40,49 +38,71 @@ int main(int argc, char **argv) {
     double drop = 0, corrupt = 0;
     uint32_t delay_us = 0;
     bool no_sm = false;
-    app.add_option("--eth-socket", eth_socket, "Unix socket for the VMs' management virtio-net (-netdev stream)");
-    app.add_option("--ready-file", ready_file, "File created once every socket listens");
-    app.add_option("--ib-socket-dir", ib_dir, "Directory of the InfiniBand link sockets port1.sock ... portN.sock");
-    app.add_option("--ib-ports", ib_ports, "Number of external switch ports")->check(CLI::Range(1, 64))->capture_default_str();
-    app.add_option("--control-socket", control_socket, "Unix socket of the line-based control interface");
-    app.add_option("--switch-guid", switch_guid, "Node GUID of the switch")->capture_default_str();
-    app.add_option("--mtu", mtu, "Link MTU: 256, 512, 1024, 2048 or 4096")
+};
+
+void add_options(CLI::App &app, Args &a) {
+    app.add_option("--eth-socket", a.eth_socket, "Unix socket for the VMs' management virtio-net (-netdev stream)");
+    app.add_option("--ready-file", a.ready_file, "File created once every socket listens");
+    app.add_option("--ib-socket-dir", a.ib_dir, "Directory of the InfiniBand link sockets port1.sock ... portN.sock");
+    app.add_option("--ib-ports", a.ib_ports, "Number of external switch ports")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    app.add_option("--control-socket", a.control_socket, "Unix socket of the line-based control interface");
+    app.add_option("--switch-guid", a.switch_guid, "Node GUID of the switch")->capture_default_str();
+    app.add_option("--mtu", a.mtu, "Link MTU: 256, 512, 1024, 2048 or 4096")
         ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}))
         ->capture_default_str();
-    app.add_option("--rate", rate, "Link width and speed reported in PortInfo: 1x|4x|8x|12x with SDR|DDR|QDR")
+    app.add_option("--rate", a.rate, "Link width and speed reported in PortInfo: 1x|4x|8x|12x with SDR|DDR|QDR")
         ->capture_default_str();
-    app.add_flag("--no-sm", no_sm, "No built-in SM/SA (an opensm in a guest manages the fabric)");
-    app.add_option("--drop", drop, "Percent of packets lost on every link")->check(CLI::Range(0.0, 100.0));
-    app.add_option("--corrupt", corrupt, "Percent of packets with a flipped bit on every link")
+    app.add_flag("--no-sm", a.no_sm, "No built-in SM/SA (an opensm in a guest manages the fabric)");
+    app.add_option("--drop", a.drop, "Percent of packets lost on every link")->check(CLI::Range(0.0, 100.0));
+    app.add_option("--corrupt", a.corrupt, "Percent of packets with a flipped bit on every link")
         ->check(CLI::Range(0.0, 100.0));
-    app.add_option("--delay-us", delay_us, "Delay of packets towards every device, microseconds")
+    app.add_option("--delay-us", a.delay_us, "Delay of packets towards every device, microseconds")
         ->check(CLI::Range(0u, 10000000u));
-    app.add_option("--seed", seed, "Seed of the fault injection")->capture_default_str();
-    app.add_option("--capture", capture, "pcapng file of every packet entering the switch (ERF InfiniBand)");
-    app.add_option("--capture-max-bytes", capture_max, "Size limit of the capture file")->capture_default_str();
-    app.add_option("--log", log_file, "Log file (default: stdout)");
-    CLI11_PARSE(app, argc, argv);
+    app.add_option("--seed", a.seed, "Seed of the fault injection")->capture_default_str();
+    app.add_option("--capture", a.capture, "pcapng file of every packet entering the switch (ERF InfiniBand)");
+    app.add_option("--capture-max-bytes", a.capture_max, "Size limit of the capture file")->capture_default_str();
+    app.add_option("--log", a.log_file, "Log file (default: stdout)");
+}
 
-    fabric::FabricOptions opt;
-    if (!parse_u64(switch_guid, opt.sw.node_guid)) {
-        fmt::print(stderr, "hcasim-fabric: bad --switch-guid '{}'\n", switch_guid);
-        return 2;
+// The fabric's options from the command line; false (with a message) if
+// a value does not parse.
+bool fabric_options(const Args &a, fabric::FabricOptions &opt) {
+    if (!parse_u64(a.switch_guid, opt.sw.node_guid)) {
+        fmt::print(stderr, "hcasim-fabric: bad --switch-guid '{}'\n", a.switch_guid);
+        return false;
     }
-    const auto r = fabric::parse_link_rate(rate);
+    const auto r = fabric::parse_link_rate(a.rate);
     if (!r) {
-        fmt::print(stderr, "hcasim-fabric: bad --rate '{}' (e.g. 4xQDR, 1xSDR, 12xDDR)\n", rate);
-        return 2;
+        fmt::print(stderr, "hcasim-fabric: bad --rate '{}' (e.g. 4xQDR, 1xSDR, 12xDDR)\n", a.rate);
+        return false;
     }
     opt.sw.rate = *r;
-    opt.sw.mtu = *fabric::mtu_code(mtu);
-    opt.sw.num_ports = static_cast<uint8_t>(ib_ports);
-    opt.sw.seed = seed;
-    opt.sm = !no_sm;
-    opt.capture = capture;
-    opt.capture_max_bytes = capture_max;
-    opt.drop_pct = drop;
-    opt.corrupt_pct = corrupt;
-    opt.delay_us = delay_us;
+    opt.sw.mtu = *fabric::mtu_code(a.mtu);
+    opt.sw.num_ports = static_cast<uint8_t>(a.ib_ports);
+    opt.sw.seed = a.seed;
+    opt.sm = !a.no_sm;
+    opt.capture = a.capture;
+    opt.capture_max_bytes = a.capture_max;
+    opt.drop_pct = a.drop;
+    opt.corrupt_pct = a.corrupt;
+    opt.delay_us = a.delay_us;
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"hcasim fabric: management Ethernet switch and InfiniBand switch for hcasim VMs"};
+    Args args;
+    add_options(app, args);
+    CLI11_PARSE(app, argc, argv);
+    fabric::FabricOptions opt;
+    if (!fabric_options(args, opt)) {
+        return 2;
+    }
+    const std::string &eth_socket = args.eth_socket, &ib_dir = args.ib_dir, &control_socket = args.control_socket;
 
     // A log on a pipe nobody reads (or a peer gone mid-write) must give
     // EPIPE, counted and survived, not SIGPIPE.
@@ -96,7 +116,7 @@ int main(int argc, char **argv) {
     std::unique_ptr<fabric::ControlCommands> cmds;
     std::unique_ptr<fabric::ControlServer> control;
     try {
-        log = std::make_unique<fabric::Log>(log_file);
+        log = std::make_unique<fabric::Log>(args.log_file);
         if (!eth_socket.empty()) {
             eth = std::make_unique<fabric::EthHub>(io, eth_socket, log.get());
         }
@@ -148,8 +168,8 @@ int main(int argc, char **argv) {
         }
         io.stop();
     });
-    if (!ready_file.empty()) {
-        if (FILE *f = std::fopen(ready_file.c_str(), "w")) {
+    if (!args.ready_file.empty()) {
+        if (FILE *f = std::fopen(args.ready_file.c_str(), "w")) {
             std::fclose(f);
         }
     }
@@ -158,7 +178,7 @@ int main(int argc, char **argv) {
         what += " eth=" + eth_socket;
     }
     if (ib) {
-        what += fmt::format(" ib={} ({} ports{})", ib_dir, ib_ports, no_sm ? ", no SM" : "");
+        what += fmt::format(" ib={} ({} ports{})", ib_dir, args.ib_ports, args.no_sm ? ", no SM" : "");
     }
     if (control) {
         what += " control=" + control_socket;

@@ -320,53 +320,85 @@ SubnetAdmin::Answer SubnetAdmin::port_info_records(const Mad &req) {
     return a;
 }
 
+namespace {
+
+// The endports one side of a PathRecord query names: by GID (and LID if
+// both are given), by LID, the requester (a Get without a source), or all.
+std::vector<Endport> path_side(const std::vector<Endport> &eps, uint64_t mask, uint64_t gid_bit,
+                               const iba::Gid &gid, uint64_t lid_bit, uint16_t lid, std::optional<uint16_t> requester) {
+    std::vector<Endport> v;
+    if (mask & gid_bit) {
+        if (gid_prefix(gid) == kSubnetPrefix) {
+            for (const auto &e : eps) {
+                if (e.port_guid == gid_guid(gid) && (!(mask & lid_bit) || e.lid == lid)) {
+                    v.push_back(e);
+                }
+            }
+        }
+        return v;
+    }
+    if (!(mask & lid_bit) && !requester) {
+        return eps;
+    }
+    const uint16_t want = (mask & lid_bit) ? lid : *requester;
+    for (const auto &e : eps) {
+        if (e.lid == want) {
+            v.push_back(e);
+        }
+    }
+    return v;
+}
+
+}  // namespace
+
+// The record for the path s -> d that meets the query, if one does.
+std::optional<sa::PathRecord> SubnetAdmin::path_between(const sa::PathRecord &q, uint64_t mask, const Endport &s,
+                                                        const Endport &d) const {
+    const uint8_t path_mtu = std::min(s.mtu, d.mtu);
+    const uint8_t path_rate = rate_mbps(s.rate) <= rate_mbps(d.rate) ? s.rate : d.rate;
+    std::optional<uint8_t> mtu = path_mtu, rate = path_rate;
+    if (mask & sa::pr::kMtu) {
+        mtu = select_mtu((mask & sa::pr::kMtuSelector) ? q.mtu_selector : uint8_t{kSelExact}, q.mtu, path_mtu);
+    }
+    if (mask & sa::pr::kRate) {
+        rate = select_rate((mask & sa::pr::kRateSelector) ? q.rate_selector : uint8_t{kSelExact}, q.rate,
+                           path_rate);
+    }
+    if (!mtu || !rate) {
+        return std::nullopt;
+    }
+    if ((mask & sa::pr::kPlt) && !mtu_satisfies((mask & sa::pr::kPltSelector) ? q.plt_selector : uint8_t{kSelExact},
+                                                q.packet_life_time, cfg_.packet_life_time)) {
+        return std::nullopt;
+    }
+    sa::PathRecord r;
+    r.service_id = (mask & sa::pr::kServiceId) ? q.service_id : 0;
+    // IPoIB compares the DGID of the answer with its request.
+    r.dgid = (mask & sa::pr::kDgid) ? q.dgid : d.gid();
+    r.sgid = (mask & sa::pr::kSgid) ? q.sgid : s.gid();
+    r.dlid = d.lid;
+    r.slid = s.lid;
+    r.flow_label = (mask & sa::pr::kFlowLabel) ? q.flow_label : 0;
+    r.hop_limit = (mask & sa::pr::kHopLimit) ? q.hop_limit : 0;  // 0: no GRH within the subnet
+    r.tclass = (mask & sa::pr::kTClass) ? q.tclass : 0;
+    r.reversible = true;
+    r.numb_path = 1;
+    r.pkey = (mask & sa::pr::kPkey) ? q.pkey : 0xffff;
+    r.sl = 0;
+    r.mtu_selector = kSelExact;
+    r.mtu = *mtu;
+    r.rate_selector = kSelExact;
+    r.rate = *rate;
+    r.plt_selector = kSelExact;
+    r.packet_life_time = cfg_.packet_life_time;
+    return r;
+}
+
 SubnetAdmin::Answer SubnetAdmin::path_records(const MadAddress &from, const Mad &req) {
     Answer a;
     a.rec_size = sa::kPathRecordSize;
     const sa::PathRecord q = sa::decode_path_record(record_of(req));
     const uint64_t mask = comp_mask(req);
-    const auto eps = sm_.endports();
-    auto by_gid = [&](const iba::Gid &g) -> std::vector<Endport> {
-        std::vector<Endport> v;
-        if (gid_prefix(g) != kSubnetPrefix) {
-            return v;
-        }
-        for (const auto &e : eps) {
-            if (e.port_guid == gid_guid(g)) {
-                v.push_back(e);
-            }
-        }
-        return v;
-    };
-    auto by_lid = [&](uint16_t lid) -> std::vector<Endport> {
-        std::vector<Endport> v;
-        for (const auto &e : eps) {
-            if (e.lid == lid) {
-                v.push_back(e);
-            }
-        }
-        return v;
-    };
-    auto select = [&](uint64_t gid_bit, const iba::Gid &gid, uint64_t lid_bit, uint16_t lid,
-                      bool default_requester) -> std::vector<Endport> {
-        std::vector<Endport> v;
-        if (mask & gid_bit) {
-            v = by_gid(gid);
-            if (mask & lid_bit) {
-                std::erase_if(v, [&](const Endport &e) { return e.lid != lid; });
-            }
-        } else if (mask & lid_bit) {
-            v = by_lid(lid);
-        } else if (default_requester) {
-            v = by_lid(from.slid);  // a Get without source: the requester
-        } else {
-            v = eps;
-        }
-        return v;
-    };
-    const bool get = req[mad::kMethod] == mad::kGet;
-    const auto srcs = select(sa::pr::kSgid, q.sgid, sa::pr::kSlid, q.slid, get);
-    const auto dsts = select(sa::pr::kDgid, q.dgid, sa::pr::kDlid, q.dlid, false);
     // Constraints this fabric cannot meet give no records: raw traffic,
     // an SL, QoS class or partition other than the default ones.
     if (((mask & sa::pr::kRawTraffic) && q.raw_traffic) || ((mask & sa::pr::kSl) && q.sl != 0) ||
@@ -375,49 +407,19 @@ SubnetAdmin::Answer SubnetAdmin::path_records(const MadAddress &from, const Mad 
         ((mask & sa::pr::kNumbPath) && q.numb_path == 0)) {
         return a;
     }
+    const auto eps = sm_.endports();
+    const bool get = req[mad::kMethod] == mad::kGet;
+    const auto srcs = path_side(eps, mask, sa::pr::kSgid, q.sgid, sa::pr::kSlid, q.slid,
+                                get ? std::optional<uint16_t>(from.slid) : std::nullopt);
+    const auto dsts = path_side(eps, mask, sa::pr::kDgid, q.dgid, sa::pr::kDlid, q.dlid, std::nullopt);
     for (const auto &s : srcs) {
         for (const auto &d : dsts) {
-            const uint8_t path_mtu = std::min(s.mtu, d.mtu);
-            const uint8_t path_rate = rate_mbps(s.rate) <= rate_mbps(d.rate) ? s.rate : d.rate;
-            std::optional<uint8_t> mtu = path_mtu, rate = path_rate;
-            if (mask & sa::pr::kMtu) {
-                mtu = select_mtu((mask & sa::pr::kMtuSelector) ? q.mtu_selector : uint8_t{kSelExact}, q.mtu,
-                                 path_mtu);
-            }
-            if (mask & sa::pr::kRate) {
-                rate = select_rate((mask & sa::pr::kRateSelector) ? q.rate_selector : uint8_t{kSelExact}, q.rate,
-                                   path_rate);
-            }
-            if (!mtu || !rate) {
+            const auto r = path_between(q, mask, s, d);
+            if (!r) {
                 continue;
             }
-            if ((mask & sa::pr::kPlt) &&
-                !mtu_satisfies((mask & sa::pr::kPltSelector) ? q.plt_selector : uint8_t{kSelExact},
-                               q.packet_life_time, cfg_.packet_life_time)) {
-                continue;
-            }
-            sa::PathRecord r;
-            r.service_id = (mask & sa::pr::kServiceId) ? q.service_id : 0;
-            // IPoIB compares the DGID of the answer with its request.
-            r.dgid = (mask & sa::pr::kDgid) ? q.dgid : d.gid();
-            r.sgid = (mask & sa::pr::kSgid) ? q.sgid : s.gid();
-            r.dlid = d.lid;
-            r.slid = s.lid;
-            r.flow_label = (mask & sa::pr::kFlowLabel) ? q.flow_label : 0;
-            r.hop_limit = (mask & sa::pr::kHopLimit) ? q.hop_limit : 0;  // 0: no GRH within the subnet
-            r.tclass = (mask & sa::pr::kTClass) ? q.tclass : 0;
-            r.reversible = true;
-            r.numb_path = 1;
-            r.pkey = (mask & sa::pr::kPkey) ? q.pkey : 0xffff;
-            r.sl = 0;
-            r.mtu_selector = kSelExact;
-            r.mtu = *mtu;
-            r.rate_selector = kSelExact;
-            r.rate = *rate;
-            r.plt_selector = kSelExact;
-            r.packet_life_time = cfg_.packet_life_time;
             std::vector<uint8_t> rec(sa::kPathRecordSize);
-            sa::encode(r, rec);
+            sa::encode(*r, rec);
             a.records.push_back(std::move(rec));
             if (a.records.size() > cfg_.max_records) {
                 return a;

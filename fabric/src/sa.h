@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -74,6 +75,8 @@ class SubnetAdmin {
     Answer node_records(const Mad &req);
     Answer port_info_records(const Mad &req);
     Answer path_records(const MadAddress &from, const Mad &req);
+    std::optional<sa::PathRecord> path_between(const sa::PathRecord &q, uint64_t mask, const Endport &s,
+                                               const Endport &d) const;
     Answer mcmember(const MadAddress &from, const Mad &req);
     void mft_changed(uint16_t mlid);
 

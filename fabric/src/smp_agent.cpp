@@ -212,59 +212,11 @@ std::optional<Mad> SwitchSma::process(const Mad &req, uint8_t in_port) {
     return resp;
 }
 
-uint16_t SwitchSma::do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d, uint8_t in_port) {
-    const bool set = method == mad::kSet;
+// The table attributes: P_Key, SL-to-VL, VL arbitration, linear and
+// multicast forwarding.
+uint16_t SwitchSma::table_attr(bool set, uint16_t attr, uint32_t mod, Data d) {
     const uint8_t n = sw_.num_ports();
     switch (attr) {
-    case mad::kAttrNodeDescription:
-        if (set) {
-            return kBadAttr;
-        }
-        node_description(d);
-        return kOk;
-    case mad::kAttrNodeInfo:
-        if (set) {
-            return kBadAttr;
-        }
-        node_info(d, in_port);
-        return kOk;
-    case mad::kAttrSwitchInfo: {
-        if (set) {
-            std::array<uint8_t, 64> in;
-            std::copy(d.begin(), d.end(), in.begin());
-            if (const uint16_t st = switch_info_set(in); st != kOk) {
-                switch_info(d);
-                return st;
-            }
-        }
-        switch_info(d);
-        return kOk;
-    }
-    case mad::kAttrGuidInfo: {
-        // Only port 0 of a switch has GUIDs; GUIDCap 1: block 0, entry 0.
-        // A Set cannot change entry 0 and ignores entries beyond GUIDCap.
-        if (mod != 0) {
-            return kBadField;
-        }
-        std::fill(d.begin(), d.end(), 0);
-        set64(d, 0, sw_.node_guid());
-        return kOk;
-    }
-    case mad::kAttrPortInfo: {
-        const uint8_t port = static_cast<uint8_t>(mod & 0xff);  // bit 31: SMSupportExtendedSpeeds
-        if (port > n || (mod & 0x7fffff00u)) {
-            return kBadField;
-        }
-        if (set) {
-            std::array<uint8_t, 64> in;
-            std::copy(d.begin(), d.end(), in.begin());
-            const uint16_t st = port_info_set(port, in);
-            port_info(port, d, in_port);
-            return st;
-        }
-        port_info(port, d, in_port);
-        return kOk;
-    }
     case mad::kAttrPKeyTable: {
         // Attribute modifier: port 31:16, block 15:0.  Only port 0 has a
         // table (PartitionEnforcementCap 0).
@@ -328,6 +280,70 @@ uint16_t SwitchSma::do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d,
         }
         return sw_.fdb().get_mft_block(block, position, blk) ? kOk : kBadField;
     }
+    default:
+        return kBadAttr;
+    }
+}
+
+uint16_t SwitchSma::do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d, uint8_t in_port) {
+    const bool set = method == mad::kSet;
+    const uint8_t n = sw_.num_ports();
+    switch (attr) {
+    case mad::kAttrNodeDescription:
+        if (set) {
+            return kBadAttr;
+        }
+        node_description(d);
+        return kOk;
+    case mad::kAttrNodeInfo:
+        if (set) {
+            return kBadAttr;
+        }
+        node_info(d, in_port);
+        return kOk;
+    case mad::kAttrSwitchInfo: {
+        if (set) {
+            std::array<uint8_t, 64> in;
+            std::copy(d.begin(), d.end(), in.begin());
+            if (const uint16_t st = switch_info_set(in); st != kOk) {
+                switch_info(d);
+                return st;
+            }
+        }
+        switch_info(d);
+        return kOk;
+    }
+    case mad::kAttrGuidInfo: {
+        // Only port 0 of a switch has GUIDs; GUIDCap 1: block 0, entry 0.
+        // A Set cannot change entry 0 and ignores entries beyond GUIDCap.
+        if (mod != 0) {
+            return kBadField;
+        }
+        std::fill(d.begin(), d.end(), 0);
+        set64(d, 0, sw_.node_guid());
+        return kOk;
+    }
+    case mad::kAttrPortInfo: {
+        const uint8_t port = static_cast<uint8_t>(mod & 0xff);  // bit 31: SMSupportExtendedSpeeds
+        if (port > n || (mod & 0x7fffff00u)) {
+            return kBadField;
+        }
+        if (set) {
+            std::array<uint8_t, 64> in;
+            std::copy(d.begin(), d.end(), in.begin());
+            const uint16_t st = port_info_set(port, in);
+            port_info(port, d, in_port);
+            return st;
+        }
+        port_info(port, d, in_port);
+        return kOk;
+    }
+    case mad::kAttrPKeyTable:
+    case mad::kAttrSlToVlTable:
+    case mad::kAttrVlArbitration:
+    case mad::kAttrLinearForwardingTable:
+    case mad::kAttrMulticastForwardingTable:
+        return table_attr(set, attr, mod, d);
     case mad::kAttrSmInfo:
         if (!sm_info_) {
             return kBadAttr;
@@ -369,6 +385,28 @@ uint16_t SwitchSma::switch_info_set(std::span<const uint8_t, 64> in) {
     return kOk;
 }
 
+namespace {
+
+// May a PortInfo Set ask port (in state cur) for PortState want?
+bool state_change_allowed(uint8_t port, PortState cur, PortState want) {
+    switch (want) {
+    case PortState::Nop:
+        return true;
+    case PortState::Down:
+        // LinkDown: the link retrains (external ports only).
+        return port != 0;
+    case PortState::Armed:
+        // IBA 14.2.5.6: Armed only from Init (setting it again is a no-op).
+        return cur == PortState::Init || cur == PortState::Armed;
+    case PortState::Active:
+        return cur == PortState::Armed || cur == PortState::Active;
+    default:  // Init cannot be set; 5..15 are reserved
+        return false;
+    }
+}
+
+}  // namespace
+
 uint16_t SwitchSma::port_info_set(uint8_t port, std::span<const uint8_t, 64> in) {
     SwitchPort &p = sw_.port(port);
     // Validate everything first: a Set with an invalid field changes
@@ -384,27 +422,7 @@ uint16_t SwitchSma::port_info_set(uint8_t port, std::span<const uint8_t, 64> in)
     const uint8_t nmtu = in[pi::kNeighborMtuMasterSmSl] >> 4;
     const uint8_t op_vls = in[pi::kOperVlFilters] >> 4;
     const uint16_t lid = get16(in, pi::kLid);
-    switch (want) {
-    case PortState::Nop:
-        break;
-    case PortState::Down:
-        // LinkDown: the link retrains (external ports only).
-        if (port == 0) {
-            return kBadField;
-        }
-        break;
-    case PortState::Armed:
-        // IBA 14.2.5.6: Armed only from Init (setting it again is a no-op).
-        if (p.state != PortState::Init && p.state != PortState::Armed) {
-            return kBadField;
-        }
-        break;
-    case PortState::Active:
-        if (p.state != PortState::Armed && p.state != PortState::Active) {
-            return kBadField;
-        }
-        break;
-    default:  // Init cannot be set; 5..15 are reserved
+    if (!state_change_allowed(port, p.state, want)) {
         return kBadField;
     }
     if (phys != PhysState::Nop && phys != PhysState::Polling && phys != PhysState::Disabled) {

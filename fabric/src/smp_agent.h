@@ -70,6 +70,7 @@ class SwitchSma {
     enum class MkeyCheck : uint8_t { Pass, HideKey, Discard };
     MkeyCheck check_mkey(const Mad &req, uint8_t in_port);
     uint16_t do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d, uint8_t in_port);
+    uint16_t table_attr(bool set, uint16_t attr, uint32_t mod, Data d);
     uint16_t port_info_set(uint8_t port, std::span<const uint8_t, 64> in);
     uint16_t switch_info_set(std::span<const uint8_t, 64> in);
     uint8_t width_supported() const;
