@@ -29,7 +29,10 @@ class Outcome:
 
 def ctest(tree, label):
     junit = tree / "ctest-junit.xml"
-    run(["ctest", "--test-dir", tree, "--output-on-failure", "-j", "2", "--output-junit", junit], check=False)
+    # --timeout: a test without its own limit (the Catch2 cases) fails
+    # after 5 minutes instead of holding the run (and a core) forever.
+    run(["ctest", "--test-dir", tree, "--output-on-failure", "-j", "2", "--timeout", "300",
+         "--output-junit", junit], check=False)
     outcomes = []
     if not junit.exists():
         return [Outcome(label, "ctest", False, "no JUnit output")]
