@@ -177,7 +177,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             in.bytes(v, sizeof(v));
             x.d.bar_write(uint64_t{x.uar} * 4096 + (in.u8() & 1 ? 0x20 : 0x40), v, in.u8() & 1 ? 8 : 4);
             // Mostly short jumps: a long one fires every timer of the QPs
-            // (error QPs poll their RQ doorbell record every 2 ms).
+            // (RNR retries, ACK timeouts, and the RQ doorbell-record poll of
+            // error QPs, every 2 ms backing off to 64 ms).
             const uint32_t jump = in.u32() % 100'000'000;
             x.b.advance(jump >> (in.u8() % 4 * 3));
             break;
