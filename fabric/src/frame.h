@@ -1,6 +1,7 @@
-// Frames of the device<->fabric link (hca-model/src/iba/link.h): a 12-byte
-// header {type, flags, reserved, packet id} and the body.  The 4-byte length
-// prefix belongs to FramedConn and is not part of a Frame.
+// Frames of the device<->fabric link as the fabric passes them around:
+// shared, immutable byte vectors. The format is iba/link.h's (the link
+// library owns it); these wrap its encoders. The 4-byte length prefix
+// belongs to FramedConn and is not part of a Frame.
 #pragma once
 
 #include <cstdint>
@@ -13,16 +14,12 @@
 namespace fabric {
 
 using Frame = std::shared_ptr<const std::vector<uint8_t>>;
-
-struct LinkFrameView {
-    uint8_t type = 0;
-    uint8_t flags = 0;
-    uint64_t packet_id = 0;
-    std::span<const uint8_t> body;
-};
+using LinkFrameView = iba::link::FrameView;
 
 // False if the frame is shorter than the link header.
-bool parse_link_frame(std::span<const uint8_t> frame, LinkFrameView &out);
+inline bool parse_link_frame(std::span<const uint8_t> frame, LinkFrameView &out) {
+    return iba::link::parse(frame, out);
+}
 Frame make_packet_frame(uint64_t packet_id, std::span<const uint8_t> packet, uint8_t flags = 0);
 Frame make_link_state_frame(bool up);
 // A hello as a device sends it (tests and the benchmark play devices).

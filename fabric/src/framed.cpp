@@ -31,7 +31,7 @@ void FramedConn::read_header() {
             close();
             return;
         }
-        const uint32_t len = uint32_t{hdr_[0]} << 24 | uint32_t{hdr_[1]} << 16 | uint32_t{hdr_[2]} << 8 | hdr_[3];
+        const uint32_t len = iba::link::frame_length(hdr_);
         if (len == 0 || len > kMaxFrame) {
             fail(len ? "frame length above 1 MiB" : "frame length 0");
             return;
@@ -113,11 +113,7 @@ void FramedConn::write_next() {
         return;
     }
     writing_ = true;
-    const uint32_t len = static_cast<uint32_t>(queue_.front()->size());
-    out_hdr_[0] = static_cast<uint8_t>(len >> 24);
-    out_hdr_[1] = static_cast<uint8_t>(len >> 16);
-    out_hdr_[2] = static_cast<uint8_t>(len >> 8);
-    out_hdr_[3] = static_cast<uint8_t>(len);
+    iba::link::put_length(out_hdr_, static_cast<uint32_t>(queue_.front()->size()));
     const std::array<asio::const_buffer, 2> bufs{asio::buffer(out_hdr_), asio::buffer(*queue_.front())};
     auto self = shared_from_this();
     asio::async_write(sock_, bufs, [this, self](boost::system::error_code ec, size_t) {

@@ -28,7 +28,7 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     using OnFrame = std::function<void(FramedConn &, Frame)>;
     using OnClose = std::function<void(FramedConn &)>;
 
-    static constexpr uint32_t kMaxFrame = 1 << 20;
+    static constexpr uint32_t kMaxFrame = iba::link::kMaxFrame;
     // Frames queued for a peer that does not read are dropped past this.
     static constexpr size_t kMaxQueued = 4096;
     static constexpr size_t kMaxQueuedBytes = 32u << 20;
@@ -56,10 +56,10 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     Socket sock_;
     OnFrame on_frame_;
     OnClose on_close_;
-    uint8_t hdr_[4] = {};
+    uint8_t hdr_[iba::link::kLength] = {};
     std::vector<uint8_t> body_;
     std::deque<Frame> queue_;
-    uint8_t out_hdr_[4] = {};
+    uint8_t out_hdr_[iba::link::kLength] = {};
     bool writing_ = false;
     bool closed_ = false;
     uint64_t drops_ = 0;

@@ -80,13 +80,15 @@ class LinkServer::Port : public PortSink {
         case iba::link::kPacket:
             sw_.receive(num_, f);
             break;
-        case iba::link::kHello:
-            if (lf.body.size() < 17) {
+        case iba::link::kHello: {
+            iba::link::Hello h;
+            if (!iba::link::parse_hello(lf.body, h)) {
                 ++srv_.bad_frames_;
                 return;
             }
-            sw_.hello(num_, hca::load_be64(lf.body.data()), hca::load_be64(lf.body.data() + 8), lf.body[16]);
+            sw_.hello(num_, h.node_guid, h.port_guid, h.port_num);
             break;
+        }
         default:
             ++srv_.bad_frames_;  // link-state frames go the other way
             break;

@@ -26,11 +26,21 @@ class CHost final : public hca::Host {
     void schedule() override { ops_.schedule(opaque_); }
     void timer_mod(int64_t deadline_ns) override { ops_.timer_mod(opaque_, deadline_ns); }
     int64_t now_ns() override { return ops_.clock_ns(opaque_); }
-    void port_tx(unsigned port, const void *pkt, size_t len) override {
-        if (ops_.port_tx) {
-            ops_.port_tx(opaque_, port, pkt, len);
+    // The model's frames become bytes of the port's stream here; the host
+    // only carries them (hca_model_port_tx_peek/done).
+    void port_tx(unsigned port, const void *frame, size_t len) override {
+        if (!ops_.port_tx_ready || port != 1 || !connected) {
+            return;
+        }
+        if (writer.push({static_cast<const uint8_t *>(frame), len})) {
+            ops_.port_tx_ready(opaque_, port);
         }
     }
+
+    // Port 1's stream to the fabric (iba/link.h).
+    bool connected = false;
+    iba::link::StreamReader reader;
+    iba::link::StreamWriter writer;
 
   private:
     HcaHostOps ops_;
@@ -108,7 +118,10 @@ void hca_model_free(HcaModel *m) {
 }
 
 void hca_model_reset(HcaModel *m) {
-    guarded(m, "reset", [&] { m->dev.reset(); });
+    guarded(m, "reset", [&] {
+        m->host.writer.drop_packets();
+        m->dev.reset();
+    });
 }
 
 void hca_model_mmio_read(HcaModel *m, uint64_t offset, void *data, unsigned size) {
@@ -125,12 +138,63 @@ void hca_model_run(HcaModel *m) {
     guarded(m, "run", [&] { m->dev.run(); });
 }
 
-void hca_model_port_rx(HcaModel *m, unsigned port, const void *frame, size_t len) {
-    guarded(m, "port_rx", [&] { m->dev.port_rx(port, static_cast<const uint8_t *>(frame), len); });
+void hca_model_port_connected(HcaModel *m, unsigned port) {
+    guarded(m, "port_connected", [&] {
+        if (port != 1) {
+            return;
+        }
+        CHost &h = m->host;
+        h.connected = true;
+        h.reader.clear();
+        h.writer.clear();
+        const iba::link::Hello hello = m->dev.hello(port);
+        m->dev.trace(hca::kTrPort, "link: connected to the fabric; hello node_guid=0x{:016x} port_guid=0x{:016x} port={}",
+                     hello.node_guid, hello.port_guid, hello.port_num);
+        // The link comes up when the fabric says so (a link-state frame).
+        h.port_tx(port, iba::link::hello_frame(hello).data(), iba::link::kHeader + iba::link::kHelloBody);
+    });
+}
+
+bool hca_model_port_rx(HcaModel *m, unsigned port, const void *bytes, size_t len) {
+    bool ok = false;
+    guarded(m, "port_rx", [&] {
+        CHost &h = m->host;
+        if (port != 1 || !h.connected) {
+            return;
+        }
+        ok = h.reader.feed({static_cast<const uint8_t *>(bytes), len}, [&](std::span<const uint8_t> frame) {
+            m->dev.port_rx(port, frame.data(), frame.size());
+        });
+        if (!ok) {
+            m->dev.trace(hca::kTrPort, "link: frame length {} from the fabric breaks the stream; closing it",
+                         h.reader.bad_length());
+        }
+    });
+    return ok;
+}
+
+size_t hca_model_port_tx_peek(HcaModel *m, unsigned port, const void **bytes) {
+    const std::span<const uint8_t> p = m->host.writer.pending();
+    *bytes = p.data();
+    return port == 1 ? p.size() : 0;
+}
+
+void hca_model_port_tx_done(HcaModel *m, unsigned port, size_t n) {
+    if (port == 1) {
+        m->host.writer.consumed(n);
+    }
 }
 
 void hca_model_port_link(HcaModel *m, unsigned port, bool up) {
-    guarded(m, "port_link", [&] { m->dev.port_link(port, up); });
+    guarded(m, "port_link", [&] {
+        if (!up && port == 1 && m->host.connected) {
+            m->host.connected = false;
+            m->host.writer.clear();
+            m->host.reader.clear();
+            m->dev.trace(hca::kTrPort, "link: the connection to the fabric is lost");
+        }
+        m->dev.port_link(port, up);
+    });
 }
 
 void hca_model_timer(HcaModel *m) {

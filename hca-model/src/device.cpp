@@ -316,34 +316,38 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         trace(kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
         return;
     }
-    std::vector<uint8_t> frame(iba::link::kHeader + pkt.bytes.size());
-    frame[0] = iba::link::kPacket;
-    store_be64(frame.data() + 4, pkt.id);
-    std::memcpy(frame.data() + iba::link::kHeader, pkt.bytes.data(), pkt.bytes.size());
-    host_.port_tx(p.num(), frame.data(), frame.size());
+    tx_frame_.resize(iba::link::kHeader + pkt.bytes.size());
+    iba::link::put_header(tx_frame_.data(), iba::link::kPacket, 0, pkt.id);
+    std::memcpy(tx_frame_.data() + iba::link::kHeader, pkt.bytes.data(), pkt.bytes.size());
+    host_.port_tx(p.num(), tx_frame_.data(), tx_frame_.size());
 }
 
 void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
-    if (fatal_ || port != 1 || len < iba::link::kHeader) {
+    iba::link::FrameView f;
+    if (fatal_ || port != 1 || !iba::link::parse({frame, len}, f)) {
         return;
     }
-    switch (frame[0]) {
+    switch (f.type) {
     case iba::link::kPacket: {
         Packet pkt;
-        pkt.id = load_be64(frame + 4);
-        pkt.bytes.assign(frame + iba::link::kHeader, frame + len);
+        pkt.id = f.packet_id;
+        pkt.bytes.assign(f.body.begin(), f.body.end());
         rx_.push_back(std::move(pkt));
         schedule();
         return;
     }
     case iba::link::kLinkState:
-        if (len > iba::link::kHeader) {
-            port_link(port, frame[iba::link::kHeader] != 0);
+        if (!f.body.empty()) {
+            port_link(port, f.body[0] != 0);
         }
         return;
     default:
         return;
     }
+}
+
+iba::link::Hello Device::hello(unsigned port) const {
+    return {.node_guid = node_guid_, .port_guid = port1.port_guid(), .port_num = static_cast<uint8_t>(port)};
 }
 
 void Device::port_link(unsigned port, bool up) {

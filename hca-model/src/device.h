@@ -17,6 +17,7 @@
 #include "firmware.h"
 #include "hcasim/hca_model.h"
 #include "host.h"
+#include "iba/link.h"
 #include "iseg.h"
 #include "fw_limits.h"
 #include "mkey.h"
@@ -82,6 +83,8 @@ class Device {
     // The port's link to the fabric (frames of iba/link.h).
     void port_rx(unsigned port, const uint8_t *frame, size_t len);
     void port_link(unsigned port, bool up);
+    // What the port says first on a new connection to the fabric.
+    iba::link::Hello hello(unsigned port) const;
     // A packet leaving a QP: local loopback, multicast copy, or the wire.
     void transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index = -1);
     Port &port(unsigned) { return port1; }
@@ -169,6 +172,7 @@ class Device {
     };
     std::deque<Doorbell> doorbells_;
     std::deque<Packet> rx_;  // packets waiting for the receive side
+    std::vector<uint8_t> tx_frame_;  // the link frame of the packet being sent
     uint64_t next_packet_id_ = 1;
     bool fault_cqe_opcode_ = false;
     void receive(Packet &pkt);

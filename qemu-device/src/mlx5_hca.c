@@ -16,10 +16,11 @@
  *
  * Without "fabric" the port's link is always up (a subnet manager in the
  * guest can configure it; traffic to its own LID loops back). With it, the
- * port is cabled to a switch port of hcasim-fabric: frames of a 4-byte
- * big-endian length and a body (hca-model/src/iba/link.h) in both
- * directions; the link follows the connection, which is retried every
- * second while the fabric is away.
+ * port is cabled to a switch port of hcasim-fabric through a unix stream
+ * socket. This file only carries its bytes: the model frames and unframes
+ * the stream, queues what it sends and says hello first
+ * (hca-model/iba/include/iba/link.h). The link follows the connection,
+ * which is retried every second while the fabric is away.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -50,27 +51,15 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 #define MLX5_HCA_BAR0 0
 #define MLX5_HCA_MSIX_BAR 2
 #define MLX5_HCA_PCIE_CAP_OFFSET 0x60
-#define MLX5_HCA_LINK_MAX_FRAME (1 << 20)
-#define MLX5_HCA_LINK_MAX_QUEUED (16 << 20)
 #define MLX5_HCA_LINK_RETRY_MS 1000
 
-#define MLX5_HCA_LINK_PACKET 1 /* frame type of an IBA packet (iba/link.h) */
-
-/* The cable to the fabric's switch port. */
+/* The cable to the fabric's switch port: a byte pipe. */
 typedef struct Mlx5HcaLink {
     int fd;
-    GByteArray *rbuf;
-    GByteArray *wbuf;
-    /* Bytes of the frame at the head of wbuf still to be written after a
-     * partial write (0: wbuf starts at a frame boundary). */
-    uint32_t head_left;
     /* The connection failed; the model learns it from the bottom half,
      * never from inside its own transmit path. */
     bool lost;
     QEMUTimer *retry;
-    uint64_t frames_in;
-    uint64_t frames_out;
-    uint64_t frames_dropped;
 } Mlx5HcaLink;
 
 struct Mlx5HcaState {
@@ -168,9 +157,6 @@ static void mlx5_hca_link_close(Mlx5HcaState *s)
     qemu_set_fd_handler(l->fd, NULL, NULL, NULL);
     close(l->fd);
     l->fd = -1;
-    g_byte_array_set_size(l->rbuf, 0);
-    g_byte_array_set_size(l->wbuf, 0);
-    l->head_left = 0;
     trace_mlx5_hca_link_down(s->fabric_path);
     /*
      * A write error happens while the model transmits: queue the loss like
@@ -197,21 +183,9 @@ static void mlx5_hca_link_read(void *opaque)
     if (n < 0) {
         return;
     }
-    g_byte_array_append(l->rbuf, buf, n);
-    while (l->rbuf->len >= 4) {
-        uint32_t len = ldl_be_p(l->rbuf->data);
-
-        if (len == 0 || len > MLX5_HCA_LINK_MAX_FRAME) {
-            trace_mlx5_hca_link_bad_frame(len);
-            mlx5_hca_link_close(s);
-            return;
-        }
-        if (l->rbuf->len < 4 + len) {
-            break;
-        }
-        l->frames_in++;
-        hca_model_port_rx(s->model, 1, l->rbuf->data + 4, len);
-        g_byte_array_remove_range(l->rbuf, 0, 4 + len);
+    if (!hca_model_port_rx(s->model, 1, buf, n)) {
+        trace_mlx5_hca_link_bad_stream(s->fabric_path);
+        mlx5_hca_link_close(s);
     }
 }
 
@@ -220,64 +194,17 @@ static void mlx5_hca_link_write(void *opaque)
     mlx5_hca_link_flush(opaque);
 }
 
-/* n bytes of wbuf were written: follow the frame boundaries. */
-static void mlx5_hca_link_consumed(Mlx5HcaLink *l, size_t n)
-{
-    size_t pos = 0;
-
-    while (pos < n) {
-        size_t take;
-
-        if (l->head_left == 0) {
-            l->head_left = 4 + ldl_be_p(l->wbuf->data + pos);
-        }
-        take = MIN(n - pos, l->head_left);
-        l->head_left -= take;
-        pos += take;
-    }
-    g_byte_array_remove_range(l->wbuf, 0, n);
-}
-
-/*
- * A reset forgets the packets the old function queued for the fabric; a
- * frame already partly written is finished (the stream stays framed) and
- * frames that are not packets (the hello) are kept.
- */
-static void mlx5_hca_link_drop_packets(Mlx5HcaState *s)
-{
-    Mlx5HcaLink *l = &s->link;
-    GByteArray *keep = g_byte_array_new();
-    size_t pos = MIN(l->head_left, l->wbuf->len);
-
-    g_byte_array_append(keep, l->wbuf->data, pos);
-    while (pos + 5 <= l->wbuf->len) {
-        size_t len = 4 + ldl_be_p(l->wbuf->data + pos);
-
-        if (pos + len > l->wbuf->len) {
-            break;
-        }
-        if (l->wbuf->data[pos + 4] != MLX5_HCA_LINK_PACKET) {
-            g_byte_array_append(keep, l->wbuf->data + pos, len);
-        } else {
-            l->frames_dropped++;
-        }
-        pos += len;
-    }
-    g_byte_array_free(l->wbuf, true);
-    l->wbuf = keep;
-    if (l->fd >= 0) {
-        qemu_set_fd_handler(l->fd, mlx5_hca_link_read,
-                            l->wbuf->len ? mlx5_hca_link_write : NULL, s);
-    }
-}
-
+/* Write what the model queued for the fabric, as far as the socket takes it. */
 static void mlx5_hca_link_flush(Mlx5HcaState *s)
 {
     Mlx5HcaLink *l = &s->link;
+    const void *bytes;
+    size_t len = 0;
     ssize_t n;
 
-    while (l->fd >= 0 && l->wbuf->len) {
-        n = write(l->fd, l->wbuf->data, l->wbuf->len);
+    while (l->fd >= 0 &&
+           (len = hca_model_port_tx_peek(s->model, 1, &bytes)) != 0) {
+        n = write(l->fd, bytes, len);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -288,39 +215,18 @@ static void mlx5_hca_link_flush(Mlx5HcaState *s)
             mlx5_hca_link_close(s);
             return;
         }
-        mlx5_hca_link_consumed(l, n);
+        hca_model_port_tx_done(s->model, 1, n);
     }
     if (l->fd >= 0) {
         qemu_set_fd_handler(l->fd, mlx5_hca_link_read,
-                            l->wbuf->len ? mlx5_hca_link_write : NULL, s);
+                            len ? mlx5_hca_link_write : NULL, s);
     }
-}
-
-static void mlx5_hca_link_send(Mlx5HcaState *s, const void *frame, size_t len)
-{
-    Mlx5HcaLink *l = &s->link;
-    uint8_t hdr[4];
-
-    if (l->fd < 0) {
-        return;
-    }
-    if (l->wbuf->len + len > MLX5_HCA_LINK_MAX_QUEUED) {
-        /* The fabric does not read: drop, as a congested link would. */
-        l->frames_dropped++;
-        return;
-    }
-    stl_be_p(hdr, len);
-    g_byte_array_append(l->wbuf, hdr, sizeof(hdr));
-    g_byte_array_append(l->wbuf, frame, len);
-    l->frames_out++;
-    mlx5_hca_link_flush(s);
 }
 
 static void mlx5_hca_link_connect(Mlx5HcaState *s)
 {
     Mlx5HcaLink *l = &s->link;
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    uint8_t hello[12 + 17] = { 2 /* hello */ };
     int fd;
 
     if (strlen(s->fabric_path) >= sizeof(sa.sun_path)) {
@@ -341,11 +247,13 @@ static void mlx5_hca_link_connect(Mlx5HcaState *s)
     l->fd = fd;
     trace_mlx5_hca_link_up(s->fabric_path);
     qemu_set_fd_handler(fd, mlx5_hca_link_read, NULL, s);
-    stq_be_p(hello + 12, s->node_guid);
-    stq_be_p(hello + 20, s->node_guid);
-    hello[28] = 1;
-    mlx5_hca_link_send(s, hello, sizeof(hello));
-    /* The link comes up when the fabric says so (a link-state frame). */
+    if (l->lost) {
+        l->lost = false;
+        hca_model_port_link(s->model, 1, false);
+    }
+    /* The model says hello; the link comes up when the fabric says so. */
+    hca_model_port_connected(s->model, 1);
+    mlx5_hca_link_flush(s);
 }
 
 static void mlx5_hca_link_retry(void *opaque)
@@ -357,10 +265,9 @@ static void mlx5_hca_link_retry(void *opaque)
     }
 }
 
-static void mlx5_hca_port_tx(void *opaque, unsigned port, const void *frame,
-                             size_t len)
+static void mlx5_hca_port_tx_ready(void *opaque, unsigned port)
 {
-    mlx5_hca_link_send(opaque, frame, len);
+    mlx5_hca_link_flush(opaque);
 }
 
 static const HcaHostOps mlx5_hca_host_ops = {
@@ -370,7 +277,7 @@ static const HcaHostOps mlx5_hca_host_ops = {
     .schedule = mlx5_hca_schedule,
     .timer_mod = mlx5_hca_timer_mod,
     .clock_ns = mlx5_hca_clock_ns,
-    .port_tx = mlx5_hca_port_tx,
+    .port_tx_ready = mlx5_hca_port_tx_ready,
 };
 
 static void mlx5_hca_bh(void *opaque)
@@ -511,8 +418,6 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
     }
 
     s->link.fd = -1;
-    s->link.rbuf = g_byte_array_new();
-    s->link.wbuf = g_byte_array_new();
     s->link.retry = timer_new_ms(QEMU_CLOCK_REALTIME, mlx5_hca_link_retry, s);
     if (cfg.fabric) {
         mlx5_hca_link_connect(s);
@@ -535,8 +440,6 @@ static void mlx5_hca_exit(PCIDevice *pdev)
         qemu_set_fd_handler(s->link.fd, NULL, NULL, NULL);
         close(s->link.fd);
     }
-    g_byte_array_free(s->link.rbuf, true);
-    g_byte_array_free(s->link.wbuf, true);
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
     timer_free(s->timer);
@@ -568,7 +471,6 @@ static void mlx5_hca_reset(DeviceState *dev)
     trace_mlx5_hca_reset(flr);
     qemu_bh_cancel(s->bh);
     timer_del(s->timer);
-    mlx5_hca_link_drop_packets(s);
     hca_model_reset(s->model);
     if (s->link.lost) {
         s->link.lost = false;

@@ -47,7 +47,7 @@ struct CModel {
             .schedule = [](void *) {},
             .timer_mod = [](void *, int64_t) {},
             .clock_ns = [](void *o) { return static_cast<CModel *>(o)->clock; },
-            .port_tx = nullptr,
+            .port_tx_ready = nullptr,
         };
         char err[256] = "";
         m = hca_model_new(&ops, this, nullptr, err, sizeof(err));
@@ -111,7 +111,10 @@ TEST_CASE("C entry points: an internal error makes the device firmware-fatal, no
     hca_model_run(c.m);
     hca_model_timer(c.m);
     hca_model_port_link(c.m, 1, true);
-    const uint8_t frame[64] = {iba::link::kPacket};
+    hca_model_port_connected(c.m, 1);
+    uint8_t frame[iba::link::kLength + 64] = {};
+    iba::link::put_length(frame, 64);
+    frame[iba::link::kLength] = iba::link::kPacket;
     hca_model_port_rx(c.m, 1, frame, sizeof(frame));
     CHECK(c.dma == 0);
     CHECK(c.msix == 0);

@@ -8,8 +8,10 @@
 //    FramedConn's length framing, frame.cpp's header parser, the link
 //    server's hello handling and the switch behind it), over a real unix
 //    socket of a LinkServer, connection by connection;
-//  * frame by frame into the model's port (Device::port_rx: packet, link
-//    state and unknown frames), as QEMU's link code hands them over.
+//  * in pieces of varying size through the link library's stream reader
+//    (iba::link::StreamReader, what hca_model_port_rx() runs for QEMU)
+//    into the model's port (Device::port_rx: packet, link state and
+//    unknown frames), until a bad length breaks the stream.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 
 #include "fuzz_input.h"
 #include "fuzz_world.h"
+#include "iba/link.h"
 #include "ib_fabric.h"
 #include "link_port.h"
 
@@ -160,11 +163,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         hca::store_be32(pre, len);
         stream.insert(stream.end(), pre, pre + 4);
         stream.insert(stream.end(), f.begin(), f.end());
-        // The model gets the frame as QEMU's link code would deliver it.
-        if (len == f.size()) {
+    }
+    // The model reads the stream as QEMU hands it over: in pieces whose
+    // sizes come from the stream itself.
+    iba::link::StreamReader reader;
+    for (size_t at = 0; at < stream.size();) {
+        const size_t n = std::min<size_t>(stream.size() - at, 1 + stream[at] % 61 * (stream[at] & 0x80 ? 67 : 1));
+        const bool ok = reader.feed({stream.data() + at, n}, [&](std::span<const uint8_t> f) {
             w.model.b.dev.port_rx(1, f.data(), f.size());
             w.model.b.pump();
+        });
+        if (!ok) {
+            break;
         }
+        at += n;
     }
     w.model.b.host.tx.clear();
     w.fab.feed(stream);

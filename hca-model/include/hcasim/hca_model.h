@@ -45,10 +45,10 @@ typedef struct HcaHostOps {
     void (*timer_mod)(void *opaque, int64_t deadline_ns);
     /* Monotonic clock in nanoseconds (QEMU: the virtual clock). */
     int64_t (*clock_ns)(void *opaque);
-    /* Send one frame (link header + IBA packet, iba/link.h) out of port;
-     * the host adds the 4-byte length. NULL: no fabric. */
-    void (*port_tx)(void *opaque, unsigned port, const void *frame,
-                    size_t len);
+    /* Bytes for port's fabric stream are waiting: the host writes what
+     * hca_model_port_tx_peek() shows and reports what it wrote with
+     * hca_model_port_tx_done(). NULL: no fabric. */
+    void (*port_tx_ready)(void *opaque, unsigned port);
 } HcaHostOps;
 
 typedef struct HcaModelConfig {
@@ -84,11 +84,27 @@ void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data,
 void hca_model_run(HcaModel *m);
 void hca_model_timer(HcaModel *m);
 
-/* A frame from the fabric link of port (the body after the 4-byte length:
- * link header + payload, see iba/link.h). */
-void hca_model_port_rx(HcaModel *m, unsigned port, const void *frame,
+/*
+ * The fabric link of port is a byte stream (a unix socket to the fabric's
+ * switch port) that the host only carries: the model frames, unframes and
+ * queues it (iba/link.h) and says hello first.
+ *
+ * hca_model_port_connected: the host opened the stream; the model queues
+ * its hello. The physical link comes up when the fabric says so.
+ * hca_model_port_rx: bytes read from the stream, in any pieces. False: the
+ * stream is broken (a bad frame length); the host closes it and reports
+ * hca_model_port_link(m, port, false).
+ * hca_model_port_tx_peek/_done: the bytes waiting to be written (valid
+ * until the next call into the model) and how many of them were written.
+ * hca_model_port_link: down: the stream was lost (its queue is dropped);
+ * without a fabric, tests force the physical link up or down.
+ */
+void hca_model_port_connected(HcaModel *m, unsigned port);
+bool hca_model_port_rx(HcaModel *m, unsigned port, const void *bytes,
                        size_t len);
-/* The fabric link of port was connected (up) or lost (down). */
+size_t hca_model_port_tx_peek(HcaModel *m, unsigned port,
+                              const void **bytes);
+void hca_model_port_tx_done(HcaModel *m, unsigned port, size_t n);
 void hca_model_port_link(HcaModel *m, unsigned port, bool up);
 
 /* Change the trace categories at run time (same syntax as trace_filter). */
