@@ -11,24 +11,24 @@
 
 #include <fmt/format.h>
 
-#include "cmdif.h"
-#include "cq.h"
-#include "eq.h"
-#include "firmware.h"
+#include "fw/cmdif.h"
+#include "fw/firmware.h"
+#include "fw/fw_limits.h"
+#include "fw/iseg.h"
+#include "fw/registers.h"
 #include "hcasim/hca_model.h"
 #include "host.h"
 #include "iba/link.h"
-#include "iseg.h"
-#include "fw_limits.h"
-#include "mkey.h"
-#include "pd.h"
-#include "port.h"
-#include "qp.h"
-#include "registers.h"
-#include "srq.h"
+#include "objects/cq.h"
+#include "objects/eq.h"
+#include "objects/mkey.h"
+#include "objects/pd.h"
+#include "objects/qp.h"
+#include "objects/srq.h"
+#include "objects/uar.h"
+#include "port/port.h"
 #include "timers.h"
-#include "trace.h"
-#include "uar.h"
+#include "trace/trace.h"
 
 namespace hca {
 

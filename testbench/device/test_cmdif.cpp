@@ -6,8 +6,8 @@
 #include <set>
 
 #include "be.h"
-#include "cmdif.h"
 #include "driver.h"
+#include "fw/cmdif.h"
 
 using namespace hcatest;
 namespace ifc = hca::ifc;

@@ -3,7 +3,7 @@
 
 #include "be.h"
 #include "driver.h"
-#include "iseg.h"
+#include "fw/iseg.h"
 
 using namespace hcatest;
 using hca::InitSeg;

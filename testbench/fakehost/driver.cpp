@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "be.h"
-#include "cmdif.h"
-#include "iseg.h"
+#include "fw/cmdif.h"
+#include "fw/iseg.h"
 
 namespace hcatest {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fake_host.h"
+#include "fw/prm.h"
 #include "ifc/mlx5_ifc.gen.h"
-#include "prm.h"
 
 namespace hcatest {
 

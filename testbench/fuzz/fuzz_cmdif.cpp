@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "be.h"
-#include "cmdif.h"
 #include "driver.h"
+#include "fw/cmdif.h"
 
 using namespace hcatest;
 using hca::CommandInterface;

@@ -1,4 +1,4 @@
-// libFuzzer target: the model's SMA and PMA (hca-model/src/port.cpp)
+// libFuzzer target: the model's SMA and PMA (hca-model/src/port/port.cpp)
 // through MAD_IFC.  Each input is a sequence of MADs — LID-routed and
 // directed-route SMPs and PMA MADs with the method, attribute, modifier,
 // M_Key, DR hop pointer/count and paths it chooses, and a data part that is

@@ -12,7 +12,7 @@
 
 #include "fuzz_input.h"
 #include "fuzz_world.h"
-#include "mkey.h"
+#include "objects/mkey.h"
 
 using namespace hcatest;
 using hcafuzz::Input;

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "caps.h"
+#include "fw/caps.h"
 
 using namespace hca;
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "trace.h"
+#include "trace/trace.h"
 
 using namespace hca;
 

@@ -49,7 +49,7 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-// UAR page offsets the device decodes (hca-model/src/uar.h): CQ doorbell,
+// UAR page offsets the device decodes (hca-model/src/objects/uar.h): CQ doorbell,
 // EQ arm and update doorbells, and the BlueFlame registers from 0x800.
 static uint32_t uar_offset(void)
 {

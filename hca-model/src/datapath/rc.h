@@ -1,0 +1,116 @@
+// Connected transports (RC, UC, XRC): per-QP requester, completer and
+// responder state (IBA ch. 9.7-9.9), kept in the QP.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "datapath/wqe.h"
+#include "timers.h"
+
+namespace hca {
+
+// A send WQE the requester has started: what it needs to (re)transmit the
+// message and to complete it.
+struct RcWqe {
+    uint16_t index = 0;          // WQE index (CQE wqe_counter)
+    uint8_t opcode = 0;          // WQE opcode (CQE sop_drop_qpn[31:24])
+    bool signaled = false;
+    bool solicited = false;
+    uint32_t first_psn = 0;
+    uint32_t npkts = 1;          // PSNs the message uses
+    uint32_t length = 0;         // message bytes
+    GatherList data;             // gathered from (send, write) or scattered to (read, atomic: sges only)
+    uint64_t raddr = 0;
+    uint32_t rkey = 0;
+    uint32_t imm = 0;            // immediate or invalidate rkey
+    uint64_t swap_add = 0;
+    uint64_t compare = 0;
+    uint32_t xrc_srqn = 0;
+    uint32_t next_resp_psn = 0;  // read: the response PSN expected next
+    bool acked = false;          // done: acknowledged / response received
+    bool is_read() const;
+    bool is_atomic() const;
+    uint32_t last_psn() const { return (first_psn + npkts - 1) & 0xffffff; }
+};
+
+struct RcState {
+    // Requester.
+    std::deque<RcWqe> pending;   // in WQE order, until completed
+    uint32_t una = 0;            // oldest PSN not yet acknowledged
+    uint32_t tx_psn = 0;         // next PSN to (re)transmit; behind next_send_psn while packets wait for the budget
+    uint8_t retry_left = 0;
+    uint8_t rnr_left = 0;
+    Timers::Id ack_timer = 0;
+    Timers::Id rnr_timer = 0;
+    bool blocked = false;        // the SQ waits for a fence or read credits
+    uint64_t retransmits = 0;
+    // Responder.
+    uint32_t epsn = 0;           // next expected request PSN
+    uint32_t msn = 0;
+    bool nak_sent = false;       // a PSN sequence NAK is outstanding
+    struct Recv {
+        bool active = false;     // a SEND message is being received
+        uint16_t index = 0;
+        uint32_t srqn = 0;
+        bool srq = false;
+        std::vector<Sge> sges;
+        uint32_t offset = 0;
+        uint32_t pd = 0;
+        uint32_t cqn = 0;
+    } recv;
+    struct Write {
+        bool active = false;
+        uint64_t va = 0;
+        uint32_t rkey = 0;
+        uint32_t len = 0;
+        uint32_t offset = 0;
+        uint32_t pd = 0;
+    } write;
+    // Atomic results by request PSN, for duplicate requests (IBA 9.7.5.2.3).
+    std::map<uint32_t, uint64_t> atomic_replay;
+    // The last RDMA READ requests, for duplicates (IBA 9.7.5.1.1): a ring of
+    // kReadSlots; the newest 2^log_rra_max (responder resources) count.
+    struct ReadReq {
+        uint32_t psn = 0;
+        uint32_t npkts = 0;
+    };
+    static constexpr unsigned kReadSlots = 16;  // 2^log_max_ra_res_qp
+    std::array<ReadReq, kReadSlots> reads{};
+    uint32_t reads_total = 0;  // READs recorded since the QP was reset
+};
+
+// AETH syndromes (IBA 9.7.5.2.1).
+inline constexpr uint8_t kAethAck = 0x00;
+inline constexpr uint8_t kAethRnrNak = 0x20;
+inline constexpr uint8_t kAethNak = 0x60;
+inline constexpr uint8_t kNakPsnSeq = 0;
+inline constexpr uint8_t kNakInvalidRequest = 1;
+inline constexpr uint8_t kNakRemoteAccess = 2;
+inline constexpr uint8_t kNakRemoteOp = 3;
+inline constexpr uint8_t kAckCreditInvalid = 0x1f;  // no end-to-end credit limit
+
+// RNR timer field to nanoseconds (IBA table 45).
+int64_t rnr_timer_ns(uint8_t code);
+// The local ACK timeout never fires sooner than this. Under TCG both ends
+// of a connection are emulated on a shared host: a peer VM whose threads
+// are descheduled answers hundreds of milliseconds late (measured: ACKs
+// 280 ms late with a background build on a 2-core host), and the 67 ms
+// timeout that drivers and rdma-core ask for (ack_timeout 14) with 7
+// retries gave up after half a second (retry counter exceeded in
+// 08-verbs). 500 ms x 8 tries tolerates four seconds of host stall. Loss
+// recovery by NAK (a gap in PSNs) is not slowed; only a lost last packet
+// waits for the timer.
+inline constexpr int64_t kAckTimeoutFloorNs = 500'000'000;
+// Local ACK timeout: 4.096 us * 2^timeout, at least kAckTimeoutFloorNs
+// (0: infinite, -1).
+int64_t ack_timeout_ns(uint8_t timeout);
+// Signed distance a - b in the 24-bit PSN space.
+inline int32_t psn_diff(uint32_t a, uint32_t b) {
+    return static_cast<int32_t>((a - b) << 8) >> 8;
+}
+
+}  // namespace hca

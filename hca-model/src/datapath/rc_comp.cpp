@@ -1,0 +1,347 @@
+// Connected transports, completer side: ACKs, NAKs, RNR NAKs, read
+// responses and atomic acknowledgements for the requester's outstanding
+// WQEs; go-back-N retransmission on sequence NAKs and local ACK timeouts;
+// RNR back-off; requester CQEs in WQE order (IBA 9.7.5, 9.9.2).
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+#include "objects/qp.h"
+
+namespace hca {
+
+void QpTable::rc_arm_ack_timer(Qp &qp) {
+    if (qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);
+        qp.rc.ack_timer = 0;
+    }
+    const int64_t t = ack_timeout_ns(qp.path.ack_timeout);
+    if (qp.rc.pending.empty() || t < 0 || qp.rc.rnr_timer || qp.st == kQpUc) {
+        return;
+    }
+    const uint32_t qpn = qp.qpn;
+    qp.rc.ack_timer = dev_.add_timer(t, [this, qpn] {
+        Qp *q = find(qpn);
+        if (!q) {
+            return;
+        }
+        q->rc.ack_timer = 0;
+        if (q->state != QpState::Rts || q->rc.pending.empty()) {
+            return;
+        }
+        // IBA 9.7.6.1.3: local ACK timeout.
+        if (q->rc.retry_left == 0) {
+            rc_fail(*q, kSyndTransportRetryExc, "transport retry counter exceeded");
+            return;
+        }
+        --q->rc.retry_left;
+        dev_.trace(kTrQp, "ack_timeout qpn=0x{:x} psn=0x{:x} retries_left={}", q->qpn, q->rc.una, q->rc.retry_left);
+        rc_retransmit(*q, q->rc.una);
+    });
+}
+
+// A retransmission for a sequence error (NAK or implied NAK) counts against
+// the retry counter like a local ACK timeout (IBA 9.7.5.2.2); forward
+// progress resets it. Without this a peer that keeps answering the same
+// way (a misconfigured or hostile one) would keep the QP retransmitting
+// forever. False once the counter has run out: the QP has failed.
+bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
+    if (qp.rc.retry_left == 0) {
+        rc_fail(qp, kSyndTransportRetryExc, "transport retry counter exceeded");
+        return false;
+    }
+    --qp.rc.retry_left;
+    dev_.trace(kTrQp, "seq_retry qpn=0x{:x} reason={} retries_left={}", qp.qpn, why, qp.rc.retry_left);
+    return true;
+}
+
+// Go-back-N: resend everything outstanding from psn on. The transmit
+// cursor moves back and the packets go out from run(), within its budget
+// (a timer or an incoming NAK never sends a whole window at once).
+void QpTable::rc_retransmit(Qp &qp, uint32_t psn) {
+    ++qp.rc.retransmits;
+    dev_.trace(kTrQp, "retransmit qpn=0x{:x} from psn=0x{:x} wqes={}", qp.qpn, psn, qp.rc.pending.size());
+    if (psn_diff(psn, qp.rc.tx_psn) < 0) {
+        qp.rc.tx_psn = psn;
+    }
+    defer(qp);
+    rc_arm_ack_timer(qp);
+}
+
+// Completion error on the oldest outstanding WQE; the QP goes to error and
+// flushes everything after it.
+void QpTable::rc_fail(Qp &qp, uint8_t synd, const char *why) {
+    if (!qp.rc.pending.empty()) {
+        RcWqe w = std::move(qp.rc.pending.front());
+        qp.rc.pending.pop_front();
+        req_err_cqe(qp, w.index, w.opcode, synd);
+    }
+    to_error(qp, why);
+}
+
+// Writes the CQEs of completed WQEs at the head, in order, then lets the
+// send queue continue if it waited for them.
+void QpTable::rc_complete(Qp &qp) {
+    bool progress = false;
+    while (!qp.rc.pending.empty() && qp.rc.pending.front().acked) {
+        RcWqe w = std::move(qp.rc.pending.front());
+        qp.rc.pending.pop_front();
+        const uint32_t bytes = w.is_atomic() ? 8 : w.length;
+        req_cqe(qp, w.index, w.opcode, bytes, w.signaled, false);
+        progress = true;
+    }
+    if (qp.rc.pending.empty()) {
+        qp.rc.una = qp.next_send_psn;
+    } else if (psn_diff(qp.rc.pending.front().first_psn, qp.rc.una) > 0) {
+        qp.rc.una = qp.rc.pending.front().first_psn;
+    }
+    if (progress) {
+        qp.rc.rnr_left = qp.rnr_retry;
+        rc_arm_ack_timer(qp);
+        if (qp.rc.blocked) {
+            process_sq(qp);
+        }
+    }
+}
+
+// Scatter of read response data and atomic results into the local buffers.
+bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const std::vector<Sge> &sges, uint32_t offset,
+                         std::span<const uint8_t> data, uint8_t &synd) {
+    uint32_t base = 0;
+    uint32_t pos = 0;
+    std::vector<DmaChunk> chunks;
+    for (const auto &s : sges) {
+        if (pos == data.size()) {
+            break;
+        }
+        if (offset + pos >= base + s.len) {
+            base += s.len;
+            continue;
+        }
+        const uint32_t in_sge = offset + pos - base;
+        const uint32_t n = std::min<uint32_t>(s.len - in_sge, static_cast<uint32_t>(data.size()) - pos);
+        chunks.clear();
+        const XlatError e = dev_.mkeys.translate(s.lkey, pd, s.addr + in_sge, n, kAccLocalWrite, chunks);
+        if (e != XlatError::None) {
+            dev_.guest_error("qpn=0x{:x} scatter lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
+                             s.addr + in_sge, n, xlat_error_name(e));
+            synd = kSyndLocalProt;
+            return false;
+        }
+        for (const DmaChunk &c : chunks) {
+            if (!dev_.dma_write(c.addr, data.data() + pos, c.len)) {
+                synd = kSyndLocalProt;
+                return false;
+            }
+            pos += c.len;
+        }
+        base += s.len;
+    }
+    if (pos != data.size()) {
+        synd = kSyndLocalLength;
+        return false;
+    }
+    return true;
+}
+
+// Everything up to and including psn is acknowledged.  Forward progress
+// resets the retry counter (IBA 9.7.6.1.3).
+void QpTable::rc_ack_upto(Qp &qp, uint32_t psn) {
+    if (psn_diff(psn, qp.rc.una) >= 0 && psn_diff(psn, qp.next_send_psn) < 0) {
+        qp.rc.una = (psn + 1) & 0xffffff;
+        qp.rc.retry_left = qp.retry_count;
+        rc_arm_ack_timer(qp);  // progress restarts the local ACK timer (long messages)
+    }
+    for (RcWqe &w : qp.rc.pending) {
+        if (w.npkts == 0) {
+            continue;
+        }
+        if (psn_diff(w.last_psn(), psn) > 0) {
+            break;
+        }
+        if (!w.is_read() && !w.is_atomic()) {
+            w.acked = true;
+        }
+    }
+}
+
+// An ACK: everything up to its PSN is done, but an ACK beyond a read or
+// atomic still unanswered means that response was lost (implied NAK,
+// IBA 9.7.5.1.1).
+void QpTable::rc_got_ack(Qp &qp, uint32_t psn) {
+    rc_ack_upto(qp, psn);
+    for (RcWqe &w : qp.rc.pending) {
+        if (psn_diff(w.first_psn, psn) > 0) {
+            break;
+        }
+        if ((w.is_read() || w.is_atomic()) && !w.acked && psn_diff(w.last_psn(), psn) < 0) {
+            rc_complete(qp);
+            if (rc_retry_budget(qp, "implied NAK")) {
+                rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
+            }
+            return;
+        }
+    }
+    rc_complete(qp);
+}
+
+// IBA 9.7.5.2.8: the responder had no receive WQE; send again from psn
+// after the RNR timer, while the RNR retry count lasts.
+void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
+    rc_ack_upto(qp, (psn - 1) & 0xffffff);
+    rc_complete(qp);
+    if (qp.rc.rnr_left == 0) {
+        rc_fail(qp, kSyndRnrRetryExc, "RNR retry counter exceeded");
+        return;
+    }
+    if (qp.rnr_retry != 7) {  // 7: retry forever
+        --qp.rc.rnr_left;
+    }
+    const int64_t wait = rnr_timer_ns(timer);
+    dev_.trace(kTrQp, "rnr_nak qpn=0x{:x} psn=0x{:x} wait_us={} retries_left={}", qp.qpn, psn, wait / 1000,
+               qp.rc.rnr_left);
+    if (qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);
+        qp.rc.ack_timer = 0;
+    }
+    if (qp.rc.rnr_timer) {
+        return;
+    }
+    const uint32_t qpn = qp.qpn;
+    qp.rc.rnr_timer = dev_.add_timer(wait, [this, qpn, psn] {
+        if (Qp *q = find(qpn)) {
+            q->rc.rnr_timer = 0;
+            if (q->state == QpState::Rts) {
+                rc_retransmit(*q, psn);
+            }
+        }
+    });
+}
+
+// A NAK: a PSN sequence error is retried from psn (go-back-N); the others
+// end the QP with the matching error completion (IBA 9.7.5.2.4).
+void QpTable::rc_got_nak(Qp &qp, uint32_t psn, uint8_t code) {
+    rc_ack_upto(qp, (psn - 1) & 0xffffff);
+    rc_complete(qp);
+    dev_.trace(kTrQp, "nak qpn=0x{:x} psn=0x{:x} code={}", qp.qpn, psn, code);
+    if (code == kNakPsnSeq) {
+        if (rc_retry_budget(qp, "PSN sequence NAK")) {
+            rc_retransmit(qp, psn);
+        }
+        return;
+    }
+    const uint8_t synd = code == kNakInvalidRequest ? kSyndRemoteInvalReq
+                         : code == kNakRemoteAccess ? kSyndRemoteAccess
+                                                    : kSyndRemoteOp;
+    rc_fail(qp, synd, code == kNakRemoteAccess ? "remote access error" : "remote error");
+}
+
+// An ATOMIC ACKNOWLEDGE: the original value goes to the WQE's result buffer.
+void QpTable::rc_got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v) {
+    if (!w.is_atomic() || !v.atomic_ack) {
+        return;
+    }
+    rc_ack_upto(qp, (v.psn() - 1) & 0xffffff);
+    // Host endianness (atomic_req_8B_endianness_mode): the original value
+    // lands in the local buffer in the guest's byte order.
+    uint8_t orig[8];
+    const uint64_t value = v.atomic_ack->orig.get();
+    std::memcpy(orig, &value, 8);
+    uint8_t synd = 0;
+    if (!rc_scatter(qp, qp.pd, w.data.sges, 0, orig, synd)) {
+        rc_fail(qp, synd, "atomic result scatter failed");
+        return;
+    }
+    w.acked = true;
+    rc_complete(qp);
+}
+
+// An RDMA READ response packet: in order, of the right length, scattered
+// at its offset; the last one completes the WQE.
+void QpTable::rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
+    const uint8_t op = v.opcode() & 0x1f;
+    if (!w.is_read()) {
+        return;
+    }
+    if (psn != w.next_resp_psn) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: read response psn=0x{:x}, expected 0x{:x}", pkt.id, psn,
+                   w.next_resp_psn);
+        return;
+    }
+    if (v.aeth) {
+        rc_ack_upto(qp, (w.first_psn - 1) & 0xffffff);
+    }
+    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t offset = static_cast<uint32_t>(psn_diff(psn, w.first_psn)) * mtu;
+    const bool last = op == iba::kReadRespLast || op == iba::kReadRespOnly;
+    if (offset + v.payload.size() > w.length || (!last && v.payload.size() != mtu) ||
+        (last && offset + v.payload.size() != w.length)) {
+        rc_fail(qp, kSyndBadResp, "read response of the wrong length");
+        return;
+    }
+    uint8_t synd = 0;
+    if (!rc_scatter(qp, qp.pd, w.data.sges, offset, v.payload, synd)) {
+        rc_fail(qp, synd, "read response scatter failed");
+        return;
+    }
+    w.next_resp_psn = (psn + 1) & 0xffffff;
+    if (last) {
+        w.acked = true;
+        rc_complete(qp);
+    } else {
+        rc_arm_ack_timer(qp);
+    }
+}
+
+// The completer (IBA 9.7.6): responses to this QP's requests.
+void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
+    const uint8_t op = v.opcode() & 0x1f;
+    if (qp.state != QpState::Rts && qp.state != QpState::Sqd) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: response for qpn=0x{:x} in {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        return;
+    }
+    // Responses to PSNs not outstanding are stale duplicates.
+    if (qp.rc.pending.empty() || psn_diff(psn, qp.rc.una) < 0 || psn_diff(psn, qp.next_send_psn) >= 0) {
+        dev_.trace(kTrPkt, "ignore id=0x{:x}: {} psn=0x{:x} outside [0x{:x}, 0x{:x})", pkt.id, iba::opcode_name(op),
+                   psn, qp.rc.una, qp.next_send_psn);
+        return;
+    }
+    if (op == iba::kAck) {
+        const uint8_t syndrome = v.aeth ? static_cast<uint8_t>(v.aeth->syndrome_msn.get() >> 24) : 0;
+        switch (syndrome & 0xe0) {
+        case kAethAck:
+            dev_.trace(kTrPkt, "ack qpn=0x{:x} psn=0x{:x} msn=0x{:x} id=0x{:x}", qp.qpn, psn,
+                       v.aeth->syndrome_msn.get() & 0xffffff, pkt.id);
+            rc_got_ack(qp, psn);
+            return;
+        case kAethRnrNak:
+            rc_got_rnr_nak(qp, psn, syndrome & 0x1f);
+            return;
+        case kAethNak:
+            rc_got_nak(qp, psn, syndrome & 0x1f);
+            return;
+        default:
+            return;
+        }
+    }
+    // Read responses and atomic acknowledgements answer one outstanding WQE.
+    for (RcWqe &w : qp.rc.pending) {
+        if (w.npkts && psn_diff(psn, w.first_psn) >= 0 && psn_diff(psn, w.last_psn()) <= 0) {
+            if (w.acked) {
+                return;
+            }
+            if (op == iba::kAtomicAck) {
+                rc_got_atomic_ack(qp, w, v);
+            } else {
+                rc_got_read_response(qp, w, pkt, v);
+            }
+            return;
+        }
+    }
+}
+
+}  // namespace hca

@@ -1,0 +1,351 @@
+// Connected transports, requester side: WQEs of RC, UC and XRC QPs become
+// request packets with PSNs (SEND, RDMA WRITE, RDMA READ, atomics), kept
+// until acknowledged so they can be retransmitted (IBA 9.7).
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+#include "objects/qp.h"
+
+namespace hca {
+
+namespace {
+
+// Fence modes of the control segment (qp.h MLX5_FENCE_MODE_*).
+constexpr uint8_t kFenceInitiatorSmall = 1;
+constexpr uint8_t kFenceFence = 2;
+constexpr uint8_t kFenceStrongOrdering = 3;
+constexpr uint8_t kFenceSmallAndFence = 4;
+
+uint8_t transport_of(uint8_t st) { return st == kQpUc ? iba::kUc : st == kQpXrc ? iba::kXrc : iba::kRc; }
+
+}  // namespace
+
+bool RcWqe::is_read() const { return opcode == kWqeRdmaRead; }
+bool RcWqe::is_atomic() const { return wqe_reads_remote(opcode) && opcode != kWqeRdmaRead; }
+
+int64_t rnr_timer_ns(uint8_t code) {
+    // IBA 9.7.5.2.8, table 45, in microseconds x 100.
+    static constexpr uint32_t kTimes[32] = {65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+                                            256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
+                                            12288, 16384, 24576, 32768, 49152};
+    return int64_t{kTimes[code & 31]} * 10'000;
+}
+
+int64_t ack_timeout_ns(uint8_t timeout) {
+    if (timeout == 0) {
+        return -1;  // no timeout
+    }
+    // IBA: 4.096 us * 2^timeout, but never below kAckTimeoutFloorNs (rc.h).
+    return std::max<int64_t>(int64_t{4096} << std::min<uint8_t>(timeout, 31), kAckTimeoutFloorNs);
+}
+
+uint32_t QpTable::rc_mtu(const Qp &qp) {
+    const uint8_t port_mtu = dev_.port(qp.path.port).neighbor_mtu();
+    return 128u << std::clamp<uint8_t>(std::min<uint8_t>(qp.mtu ? qp.mtu : 1, port_mtu), 1, 5);
+}
+
+void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
+                          std::span<const uint8_t> payload, uint32_t dqpn) {
+    Port &port = dev_.port(qp.path.port);
+    iba::PacketSpec s;
+    s.sl = qp.path.sl;
+    s.vl = port.sl2vl(s.sl);
+    s.dlid = qp.path.rlid;
+    s.slid = static_cast<uint16_t>(port.lid() | (qp.path.mlid & ((1u << port.lmc()) - 1)));
+    s.grh = qp.path.grh;
+    if (s.grh) {
+        s.tclass = qp.path.tclass;
+        s.flow_label = qp.path.flow_label;
+        s.hop_limit = qp.path.hop_limit;
+        s.sgid = port.gid(qp.path.src_addr_index);
+        s.dgid = qp.path.rgid;
+    }
+    s.opcode = opcode;
+    s.se = se;
+    s.pkey = port.pkey(qp.path.pkey_index);
+    s.dqpn = dqpn;
+    s.ack_req = ack_req;
+    s.psn = psn & 0xffffff;
+    Packet pkt;
+    iba::build_into(pkt.bytes, s, ext, payload);
+    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
+}
+
+// Is the opcode one a QP of this transport may post? (Masked atomics are
+// not advertised: atomic_operations = CAS | FAA.)
+bool QpTable::rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd) {
+    switch (sw.opcode) {
+    case kWqeSend: case kWqeSendImm: case kWqeRdmaWrite: case kWqeRdmaWriteImm:
+        return true;
+    case kWqeSendInval: case kWqeRdmaRead: case kWqeAtomicCs: case kWqeAtomicFa:
+        if (qp.st != kQpUc) {
+            return true;
+        }
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} on a UC QP", qp.qpn, sw.index, wqe_opcode_name(sw.opcode));
+        break;
+    case kWqeAtomicMaskedCs: case kWqeAtomicMaskedFa:
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} is not supported", qp.qpn, sw.index, wqe_opcode_name(sw.opcode));
+        break;
+    default:
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {}(0x{:x}) on a {} QP", qp.qpn, sw.index,
+                         wqe_opcode_name(sw.opcode), sw.opcode, qp_type_name(qp.st));
+        break;
+    }
+    synd = kSyndLocalQpOp;
+    return false;
+}
+
+// The transport segments between the control segment and the data: [XRC]
+// [remote address] [atomic]. Returns the offset of the data segments, 0 if
+// the WQE is too short for them.
+size_t QpTable::rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
+    size_t off = sizeof(CtrlSeg);
+    auto take = [&](void *dst, size_t n) {
+        if (off + n > sw.bytes.size()) {
+            return false;
+        }
+        std::memcpy(dst, sw.bytes.data() + off, n);
+        off += n;
+        return true;
+    };
+    if (qp.st == kQpXrc) {
+        XrcSeg x;
+        if (!take(&x, sizeof(x))) {
+            return 0;
+        }
+        w.xrc_srqn = x.xrc_srqn.get() & 0xffffff;
+    }
+    const bool rdma = w.opcode == kWqeRdmaWrite || w.opcode == kWqeRdmaWriteImm || w.opcode == kWqeRdmaRead;
+    if (rdma || w.is_atomic()) {
+        RaddrSeg r;
+        if (!take(&r, sizeof(r))) {
+            return 0;
+        }
+        w.raddr = r.raddr.get();
+        w.rkey = r.rkey.get();
+    }
+    if (w.is_atomic()) {
+        AtomicSeg a;
+        if (!take(&a, sizeof(a))) {
+            return 0;
+        }
+        w.swap_add = a.swap_add.get();
+        w.compare = a.compare.get();
+        // The operands are in no other line of the trace.
+        dev_.trace(kTrWqe, "  atomic qpn=0x{:x} swap_add=0x{:x} compare=0x{:x}", qp.qpn, w.swap_add, w.compare);
+    }
+    return off;
+}
+
+// An RC/UC/XRC send WQE as the requester keeps it (hw/wr.c
+// mlx5_ib_post_send(), libmlx5 qp.c).
+bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
+    w.index = sw.index;
+    w.opcode = sw.opcode;
+    w.signaled = sw.signaled;
+    w.solicited = sw.solicited;
+    w.imm = sw.imm;
+    if (!rc_opcode_ok(qp, sw, synd)) {
+        return false;
+    }
+    const size_t off = rc_parse_ext(qp, sw, w);
+    if (off == 0) {
+        synd = kSyndLocalQpOp;
+        return false;
+    }
+    if (!parse_data_segs(qp, sw.bytes.subspan(off), w.data, synd)) {
+        return false;
+    }
+    if (!w.data.inline_data.empty() && (w.is_read() || w.is_atomic())) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline data in a {}", qp.qpn, w.index, wqe_opcode_name(w.opcode));
+        synd = kSyndLocalQpOp;
+        return false;
+    }
+    const uint64_t len = w.data.length();
+    if (len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
+        synd = kSyndLocalLength;
+        return false;
+    }
+    w.length = static_cast<uint32_t>(len);
+    if (w.is_atomic()) {
+        if (w.length != 8) {
+            dev_.guest_error("qpn=0x{:x} atomic WQE 0x{:x} with a {}-byte result buffer", qp.qpn, w.index, w.length);
+            synd = kSyndLocalLength;
+            return false;
+        }
+        w.npkts = 1;
+    } else {
+        const uint32_t mtu = rc_mtu(qp);
+        w.npkts = std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
+    }
+    if (dev_.tracer().on(kTrWqe)) {
+        dev_.trace(kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
+                   wqe_opcode_name(w.opcode), qp.qpn, w.index, w.length, w.raddr, w.rkey, w.npkts,
+                   qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
+    }
+    return true;
+}
+
+// Sends packet k of w: a segment of a SEND or RDMA WRITE, the request for
+// the rest of a READ from packet k on (IBA 9.4.4: a retried read may start
+// in the middle), or the atomic request. Returns the PSNs it covered, 0 if
+// gathering the payload failed (synd says why).
+uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
+    struct WqeContext {
+        int32_t &slot;
+        ~WqeContext() { slot = -1; }
+    } ctx{tx_wqe_};
+    tx_wqe_ = w.index;
+    const uint8_t t = transport_of(qp.st);
+    const uint32_t mtu = rc_mtu(qp);
+    uint8_t ext[4 + 16 + 28 + 4];
+    size_t n = 0;
+    if (qp.st == kQpXrc) {
+        store_be32(ext, w.xrc_srqn);
+        n = 4;
+    }
+    if (w.is_read()) {
+        const uint32_t off = k * mtu;
+        store_be64(ext + n, w.raddr + off);
+        store_be32(ext + n + 8, w.rkey);
+        store_be32(ext + n + 12, w.length - std::min(off, w.length));
+        n += 16;
+        w.next_resp_psn = (w.first_psn + k) & 0xffffff;
+        rc_transmit(qp, t | iba::kReadRequest, w.first_psn + k, true, false, {ext, n}, {}, qp.remote_qpn);
+        return w.npkts - k;
+    }
+    if (w.is_atomic()) {
+        store_be64(ext + n, w.raddr);
+        store_be32(ext + n + 8, w.rkey);
+        store_be64(ext + n + 12, w.swap_add);
+        store_be64(ext + n + 20, w.compare);
+        n += 28;
+        const uint8_t op = w.opcode == kWqeAtomicCs || w.opcode == kWqeAtomicMaskedCs ? iba::kCompareSwap
+                                                                                       : iba::kFetchAdd;
+        rc_transmit(qp, t | op, w.first_psn, true, false, {ext, n}, {}, qp.remote_qpn);
+        return 1;
+    }
+    const bool write = w.opcode == kWqeRdmaWrite || w.opcode == kWqeRdmaWriteImm;
+    const bool imm = w.opcode == kWqeSendImm || w.opcode == kWqeRdmaWriteImm;
+    const bool inv = w.opcode == kWqeSendInval;
+    const bool first = k == 0;
+    const bool last = k + 1 == w.npkts;
+    const uint32_t off = k * mtu;
+    const uint32_t len = std::min(mtu, w.length - std::min(off, w.length));
+    if (!gather(qp, w.index, w.data, off, len, payload_buf_, synd)) {
+        return 0;
+    }
+    uint8_t op;
+    if (write) {
+        op = first && last ? (imm ? iba::kWriteOnlyImm : iba::kWriteOnly)
+             : first       ? iba::kWriteFirst
+             : last        ? (imm ? iba::kWriteLastImm : iba::kWriteLast)
+                           : iba::kWriteMiddle;
+    } else {
+        op = first && last ? (imm ? iba::kSendOnlyImm : inv ? iba::kSendOnlyInv : iba::kSendOnly)
+             : first       ? iba::kSendFirst
+             : last        ? (imm ? iba::kSendLastImm : inv ? iba::kSendLastInv : iba::kSendLast)
+                           : iba::kSendMiddle;
+    }
+    if (write && first) {
+        store_be64(ext + n, w.raddr);
+        store_be32(ext + n + 8, w.rkey);
+        store_be32(ext + n + 12, w.length);
+        n += 16;
+    }
+    if (last && (imm || inv)) {
+        store_be32(ext + n, w.imm);
+        n += 4;
+    }
+    // AckReq on the last packet of every message, and every 16 packets
+    // of long ones so the requester's window keeps moving.
+    const bool ack_req = t != iba::kUc && (last || (k % 16) == 15);
+    rc_transmit(qp, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, payload_buf_, qp.remote_qpn);
+    return 1;
+}
+
+// Sends what lies between the transmit cursor and next_send_psn (new
+// messages and go-back-N retransmissions), one packet per unit of the run
+// budget. False if the budget ran out first (the QP is deferred and goes
+// on where it stopped) or the QP failed.
+bool QpTable::rc_pump(Qp &qp) {
+    auto &pend = qp.rc.pending;
+    while (psn_diff(qp.rc.tx_psn, qp.next_send_psn) < 0 && qp.state == QpState::Rts) {
+        // The WQE holding the cursor (pending is in PSN order).
+        auto it = std::partition_point(pend.begin(), pend.end(), [&](const RcWqe &w) {
+            return psn_diff((w.first_psn + w.npkts) & 0xffffff, qp.rc.tx_psn) <= 0;
+        });
+        if (it == pend.end()) {
+            qp.rc.tx_psn = qp.next_send_psn;  // the rest was acknowledged meanwhile
+            break;
+        }
+        if (psn_diff(it->first_psn, qp.rc.tx_psn) > 0) {
+            qp.rc.tx_psn = it->first_psn;
+        }
+        if (!may_work()) {
+            defer(qp);
+            return false;
+        }
+        spend();
+        uint8_t synd = 0;
+        const uint32_t k = static_cast<uint32_t>(psn_diff(qp.rc.tx_psn, it->first_psn));
+        const uint32_t covered = rc_send_packet(qp, *it, k, synd);
+        if (!covered) {
+            const RcWqe w = std::move(*it);
+            pend.erase(it);
+            req_err_cqe(qp, w.index, w.opcode, synd);
+            to_error(qp, "send gather failed");
+            return false;
+        }
+        qp.rc.tx_psn = (qp.rc.tx_psn + covered) & 0xffffff;
+        if (qp.st == kQpUc && k + covered == it->npkts) {
+            it->acked = true;  // unreliable: complete once sent
+            rc_complete(qp);
+        }
+    }
+    return qp.state == QpState::Rts;
+}
+
+// IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic, and a
+// read or atomic waits for a read credit (the initiator depth). The send
+// queue goes on when a completion frees what it waits for.
+bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
+    uint32_t reads = 0;
+    for (const RcWqe &p : qp.rc.pending) {
+        reads += !p.acked && (p.is_read() || p.is_atomic());
+    }
+    const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
+                        sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
+    if (!(reads && fenced) && !(wqe_reads_remote(sw.opcode) && reads >= 1u << qp.log_sra_max)) {
+        return false;
+    }
+    qp.rc.blocked = true;
+    dev_.trace(kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, sw.index, sw.fence,
+               reads);
+    return true;
+}
+
+// A new message: its PSNs, its place among the outstanding ones, and its
+// first packets (as far as the run budget goes).
+bool QpTable::rc_start(Qp &qp, const SqWqe &sw) {
+    RcWqe w;
+    uint8_t synd = 0;
+    if (!rc_parse_wqe(qp, sw, w, synd)) {
+        return fail_wqe(qp, sw, synd, "bad send WQE");
+    }
+    w.first_psn = qp.next_send_psn;
+    qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
+    ++qp.sent;
+    if (qp.rc.pending.empty()) {
+        qp.rc.una = w.first_psn;
+    }
+    qp.rc.pending.push_back(std::move(w));
+    rc_arm_ack_timer(qp);
+    return rc_pump(qp);  // false: the rest of this message goes out in later turns
+}
+
+}  // namespace hca

@@ -1,0 +1,538 @@
+// Connected transports, responder side: PSN checking with duplicate and
+// out-of-sequence handling, SEND into receive WQEs (RQ, SRQ, XRC SRQ),
+// RDMA WRITE, RDMA READ responses, atomics with replay, ACK/NAK/RNR NAK
+// generation and responder CQEs (IBA 9.7.5.1, 9.7.5.2).
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+#include "objects/qp.h"
+
+namespace hca {
+
+namespace {
+
+uint8_t transport_of(uint8_t st) { return st == kQpUc ? iba::kUc : st == kQpXrc ? iba::kXrc : iba::kRc; }
+
+bool is_send(uint8_t op) {
+    return op <= iba::kSendOnlyImm || op == iba::kSendLastInv || op == iba::kSendOnlyInv;
+}
+bool is_write(uint8_t op) { return op >= iba::kWriteFirst && op <= iba::kWriteOnlyImm; }
+bool is_first(uint8_t op) {
+    return op == iba::kSendFirst || op == iba::kSendOnly || op == iba::kSendOnlyImm || op == iba::kSendOnlyInv ||
+           op == iba::kWriteFirst || op == iba::kWriteOnly || op == iba::kWriteOnlyImm;
+}
+bool is_last(uint8_t op) {
+    return op == iba::kSendLast || op == iba::kSendLastImm || op == iba::kSendOnly || op == iba::kSendOnlyImm ||
+           op == iba::kSendLastInv || op == iba::kSendOnlyInv || op == iba::kWriteLast || op == iba::kWriteLastImm ||
+           op == iba::kWriteOnly || op == iba::kWriteOnlyImm;
+}
+
+// IBA 9.6 (header validation): a connected QP accepts requests only from
+// the port its address path (primary or alternate) names: the SLID, and
+// with a GRH on both sides, the SGID; others are silently dropped.
+bool path_matches(const AddressPath &p, const iba::PacketView &v) {
+    return v.slid() == p.rlid && (!p.grh || !v.grh || v.grh->sgid == p.rgid);
+}
+
+bool from_remote(Device &dev, Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    if (path_matches(qp.path, v) || (qp.alt_path.rlid && path_matches(qp.alt_path, v))) {
+        return true;
+    }
+    ++qp.dropped;
+    if (dev.tracer().on(kTrPkt)) {
+        dev.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
+                  qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
+                  qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
+    }
+    return false;
+}
+
+void record_read(RcState &rc, uint32_t psn, uint32_t npkts) {
+    rc.reads[rc.reads_total++ % RcState::kReadSlots] = {psn, npkts};
+}
+
+// The READ among the newest `window` ones whose response PSNs hold psn.
+const RcState::ReadReq *find_read(const RcState &rc, unsigned window, uint32_t psn) {
+    const uint32_t n = std::min<uint32_t>({window, RcState::kReadSlots, rc.reads_total});
+    for (uint32_t i = 1; i <= n; ++i) {
+        const RcState::ReadReq &r = rc.reads[(rc.reads_total - i) % RcState::kReadSlots];
+        const int32_t d = psn_diff(psn, r.psn);
+        if (d >= 0 && static_cast<uint32_t>(d) < r.npkts) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
+    uint8_t aeth[4];
+    store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
+    const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
+    dev_.trace(kTrPkt, "{} qpn=0x{:x} psn=0x{:x} syndrome=0x{:02x} msn=0x{:x}",
+               (syndrome & 0xe0) == kAethAck ? "ack_out" : ((syndrome & 0xe0) == kAethRnrNak ? "rnr_nak_out" : "nak_out"),
+               qp.qpn, psn, syndrome, qp.rc.msn);
+    rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
+}
+
+// Responder-side fatal error: NAK the requester, complete the receive WQE in
+// error if one was in use, and move to the error state (IBA 9.9.3). An RC
+// error that no receive completion reports (RDMA READ/WRITE, atomics) is an
+// affiliated asynchronous error instead (IBA 11.6.3): Invalid Request or
+// Local Access Violation Work Queue Error.
+void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why) {
+    if (qp.st != kQpUc) {
+        rc_ack(qp, psn, kAethNak | nak);
+    }
+    const auto &r = qp.rc.recv;
+    const bool completed = r.active && cqe_synd;
+    if (completed) {
+        resp_err_cqe(qp, r.cqn, r.index, r.srq ? r.srqn : 0, cqe_synd);
+    }
+    qp.rc.recv.active = false;
+    qp.rc.write.active = false;
+    to_error(qp, why);
+    if (!completed && qp.st != kQpUc && (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
+        dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, EqeData::qp(qp.qpn));
+    }
+}
+
+// Takes the receive WQE for a new SEND (or WRITE with immediate).
+bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
+    auto &r = qp.rc.recv;
+    r = {};
+    uint64_t addr;
+    uint32_t stride;
+    uint16_t index;
+    Srq *srq = nullptr;
+    if (qp.st == kQpXrc) {
+        // XRC target: the packet names the XRC SRQ (IBA 9.2.2.1 XRCETH).
+        const uint32_t srqn = v.xrceth ? v.xrceth->srqn.get() & 0xffffff : 0;
+        srq = dev_.srqs.find(srqn);
+        if (!srq || srq->kind != Srq::Kind::XrcSrq || srq->xrcd != qp.xrcd) {
+            return false;
+        }
+        auto i = dev_.srqs.take(*srq);
+        if (!i) {
+            return false;
+        }
+        index = *i;
+        addr = dev_.srqs.wqe_addr(*srq, index, sizeof(SrqNextSeg));
+        stride = srq->stride - static_cast<uint32_t>(sizeof(SrqNextSeg));
+    } else if (!next_recv_wqe(qp, addr, stride, index, srq)) {
+        return false;
+    }
+    if (!read_recv_sges(addr, stride, r.sges)) {
+        return false;
+    }
+    r.active = true;
+    r.index = index;
+    r.srq = srq != nullptr;
+    r.srqn = srq ? srq->srqn : 0;
+    r.pd = srq ? srq->pd : qp.pd;
+    r.cqn = srq && srq->kind == Srq::Kind::XrcSrq ? srq->cqn : qp.cqn_rcv;
+    return true;
+}
+
+void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm) {
+    auto &r = qp.rc.recv;
+    Cqe64 cqe{};
+    cqe.slid.set(v.slid());
+    cqe.flags_rqpn.set((v.grh ? 1u : 0u) << 28 | uint32_t{v.sl()} << 24 | (qp.remote_qpn & 0xffffff));
+    cqe.srqn.set(r.srq ? r.srqn : 0);
+    cqe.imm_inval_pkey.set(imm);
+    cqe.byte_cnt.set(byte_cnt);
+    cqe.sop_drop_qpn.set(qp.qpn);
+    cqe.wqe_counter.set(r.index);
+    cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
+    ++qp.received;
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}{}", r.cqn, qp.qpn,
+               opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
+               : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
+               r.index, byte_cnt, PktRef{rx_pkt_});
+    dev_.cqs.post(r.cqn, cqe, v.se());
+    r.active = false;
+}
+
+// IBA 9.6: may this QP take the packet at all (state, transport, P_Key,
+// source)? Others are dropped without an answer.
+bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    if (!qp.receives()) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        return false;
+    }
+    if ((v.opcode() & 0xe0) != transport_of(qp.st)) {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
+                   qp_type_name(qp.st));
+        return false;
+    }
+    if (!dev_.port(qp.path.port).pkey_ok(v.pkey())) {
+        ++dev_.port(qp.path.port).counters().pkey_violations;
+        return false;
+    }
+    return from_remote(dev_, qp, pkt, v);
+}
+
+// IBA 9.7.5.1: is this the request the responder expects next? Duplicates
+// are answered, a gap is NAKed once (RC) or aborts the message (UC).
+bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
+    const int32_t diff = psn_diff(psn, qp.rc.epsn);
+    if (diff < 0) {
+        if (qp.st != kQpUc) {
+            rc_duplicate(qp, v);
+        }
+        return false;
+    }
+    if (diff > 0) {
+        if (qp.st != kQpUc) {
+            // IBA 9.7.5.1.3: out of sequence; one NAK until the gap is filled.
+            if (!qp.rc.nak_sent) {
+                qp.rc.nak_sent = true;
+                rc_ack(qp, qp.rc.epsn, kAethNak | kNakPsnSeq);
+            }
+            return false;
+        }
+        // UC: a lost packet aborts the message in progress.
+        qp.rc.recv.active = false;
+        qp.rc.write.active = false;
+        if (!is_first(v.opcode() & 0x1f)) {
+            return false;
+        }
+        qp.rc.epsn = psn;
+    }
+    qp.rc.nak_sent = false;
+    return true;
+}
+
+// IBA 9.8.3: a middle or last packet needs a message in progress, a first
+// one needs none.
+bool QpTable::rc_resp_check_seq(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const bool in_send = qp.rc.recv.active && !qp.rc.write.active;
+    if ((is_send(op) && !is_first(op) && !in_send) || (is_write(op) && !is_first(op) && !qp.rc.write.active) ||
+        (is_first(op) && (in_send || qp.rc.write.active))) {
+        if (qp.st == kQpUc) {
+            qp.rc.recv.active = false;
+            qp.rc.write.active = false;
+            return false;
+        }
+        rc_resp_error(qp, v.psn(), kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
+        return false;
+    }
+    return true;
+}
+
+// No receive WQE for a message: RC answers RNR NAK and the requester
+// retries (IBA 9.7.5.2.8); UC drops the message.
+void QpTable::rc_resp_rnr(Qp &qp, uint32_t psn) {
+    if (qp.st != kQpUc) {
+        rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+    }
+}
+
+// A SEND packet: scattered into the receive WQE the first packet took; the
+// last one completes it.
+bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    if (is_first(op) && !rc_take_recv(qp, v)) {
+        rc_resp_rnr(qp, psn);
+        return false;
+    }
+    auto &r = qp.rc.recv;
+    uint64_t cap = 0;
+    for (const Sge &s : r.sges) {
+        cap += s.len;
+    }
+    if (r.offset + v.payload.size() > cap) {
+        dev_.guest_error("qpn=0x{:x} SEND of more than the {}-byte receive WQE 0x{:x}", qp.qpn, cap, r.index);
+        rc_resp_error(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
+        return false;
+    }
+    uint8_t synd = 0;
+    if (!rc_scatter(qp, r.pd, r.sges, r.offset, v.payload, synd)) {
+        rc_resp_error(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
+        return false;
+    }
+    r.offset += static_cast<uint32_t>(v.payload.size());
+    if (!is_last(op)) {
+        return true;
+    }
+    uint8_t cqe_op = kCqeRespSend;
+    uint32_t imm = 0;
+    if (op == iba::kSendLastImm || op == iba::kSendOnlyImm) {
+        cqe_op = kCqeRespSendImm;
+        imm = v.imm->get();
+    } else if (op == iba::kSendLastInv || op == iba::kSendOnlyInv) {
+        cqe_op = kCqeRespSendInv;
+        imm = v.imm->get();
+        dev_.mkeys.invalidate(imm, r.pd);
+    }
+    qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+    rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
+    return true;
+}
+
+// An RDMA WRITE packet: the first one checks the whole RETH range against
+// the rkey; every one lands at its offset; a last one with immediate takes
+// a receive WQE and completes it.
+bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    const bool uc = qp.st == kQpUc;
+    auto &w = qp.rc.write;
+    if (is_first(op)) {
+        w = {};
+        w.va = v.reth->va.get();
+        w.rkey = v.reth->rkey.get();
+        w.len = v.reth->dma_len.get();
+        w.pd = rdma_pd(qp, v);
+        chunks_.clear();
+        const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_)
+                                   : XlatError::Access;
+        if (e != XlatError::None) {
+            dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
+                       qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
+            if (!uc) {
+                rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
+            }
+            return false;
+        }
+        w.active = true;
+    }
+    if (w.offset + v.payload.size() > w.len) {
+        if (!uc) {
+            rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
+        }
+        w.active = false;
+        return false;
+    }
+    chunks_.clear();
+    dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_);
+    size_t pos = 0;
+    for (const DmaChunk &c : chunks_) {
+        dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
+        pos += c.len;
+    }
+    w.offset += static_cast<uint32_t>(v.payload.size());
+    if (!is_last(op)) {
+        return true;
+    }
+    if (op == iba::kWriteLastImm || op == iba::kWriteOnlyImm) {
+        // The immediate consumes a receive WQE; without one the last
+        // packet is refused and comes again.
+        if (!rc_take_recv(qp, v)) {
+            if (uc) {
+                w.active = false;  // UC: the message is dropped
+            } else {
+                w.offset -= static_cast<uint32_t>(v.payload.size());
+            }
+            rc_resp_rnr(qp, psn);
+            return false;
+        }
+        qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+        rc_resp_cqe(qp, v, kCqeRespWrImm, w.len, v.imm->get());
+    } else {
+        qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+    }
+    w.active = false;
+    return true;
+}
+
+// The responder (IBA 9.7.5): checks, then the request's operation, then
+// the expected PSN moves on and the requester gets its ACK if it asked.
+void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    if (!rc_resp_accepts(qp, pkt, v) || !rc_resp_check_psn(qp, v) || !rc_resp_check_seq(qp, v)) {
+        return;
+    }
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    if (op == iba::kReadRequest) {
+        rc_read_response(qp, v, true);  // moves the expected PSN past the response
+        return;
+    }
+    bool done = false;
+    if (is_send(op)) {
+        done = rc_resp_send(qp, v);
+    } else if (is_write(op)) {
+        done = rc_resp_write(qp, v);
+    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+        done = rc_atomic(qp, v);  // answers with its own ATOMIC ACK
+        if (done) {
+            qp.rc.epsn = (psn + 1) & 0xffffff;
+        }
+        return;
+    } else {
+        dev_.trace(kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
+    }
+    if (!done) {
+        return;
+    }
+    qp.rc.epsn = (psn + 1) & 0xffffff;
+    if (qp.st != kQpUc && v.ack_req()) {
+        rc_ack(qp, psn, kAethAck | kAckCreditInvalid);
+    }
+}
+
+// IBA 9.7.5.1.1: a duplicate request. Re-acknowledge; replay reads (within
+// the responder resources) and atomics.
+void QpTable::rc_duplicate(Qp &qp, const iba::PacketView &v) {
+    const uint8_t op = v.opcode() & 0x1f;
+    const uint32_t psn = v.psn();
+    dev_.trace(kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
+               iba::opcode_name(v.opcode()));
+    if (op == iba::kReadRequest) {
+        rc_read_response(qp, v, false);
+    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+        auto it = qp.rc.atomic_replay.find(psn);
+        if (it != qp.rc.atomic_replay.end()) {
+            uint8_t ext[12];
+            store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+            store_be64(ext + 4, it->second);
+            rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+        }
+    } else if (v.ack_req()) {
+        rc_ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
+    }
+}
+
+// RDMA READ: validate, then answer with response packets carrying the data
+// (fresh requests advance the expected PSN; duplicates are replayed).
+bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
+    const uint32_t psn = v.psn();
+    const uint64_t va = v.reth->va.get();
+    const uint32_t rkey = v.reth->rkey.get();
+    const uint32_t len = v.reth->dma_len.get();
+    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (uint64_t{len} + mtu - 1) / mtu));
+    if (!fresh) {
+        // A duplicate is answered only within the responder resources, and
+        // with no more packets than the original READ had left: an older
+        // or larger one is dropped, as a responder without its state does.
+        const RcState::ReadReq *r = find_read(qp.rc, 1u << qp.log_rra_max, psn);
+        if (!r || npkts > r->npkts - static_cast<uint32_t>(psn_diff(psn, r->psn))) {
+            ++qp.dropped;
+            dev_.trace(kTrPkt, "drop qpn=0x{:x}: duplicate RDMA READ psn=0x{:x} of {} packets is {}", qp.qpn, psn,
+                       npkts, r ? "longer than the original" : "outside the responder resources window");
+            return false;
+        }
+    }
+    if (len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
+        rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA read longer than the maximum message");
+        return false;
+    }
+    std::vector<DmaChunk> chunks;
+    const XlatError e =
+        qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks) : XlatError::Access;
+    if (e != XlatError::None) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
+                   qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
+        rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
+        return false;
+    }
+    if (fresh) {
+        qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+        qp.rc.epsn = (psn + npkts) & 0xffffff;
+        record_read(qp.rc, psn, npkts);
+    }
+    const uint8_t t = transport_of(qp.st) == iba::kXrc ? iba::kXrc : iba::kRc;
+    std::vector<uint8_t> data;
+    size_t chunk = 0;
+    uint32_t chunk_off = 0;
+    for (uint32_t k = 0; k < npkts; ++k) {
+        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(mtu, len - uint64_t{k} * mtu));
+        data.resize(n);
+        // Copy n bytes from the translated chunks.
+        uint32_t got = 0;
+        while (got < n && chunk < chunks.size()) {
+            const uint32_t m = std::min(n - got, chunks[chunk].len - chunk_off);
+            if (!dev_.dma_read(chunks[chunk].addr + chunk_off, data.data() + got, m)) {
+                rc_resp_error(qp, psn, kNakRemoteOp, 0, "read source not guest memory");
+                return false;
+            }
+            got += m;
+            chunk_off += m;
+            if (chunk_off == chunks[chunk].len) {
+                ++chunk;
+                chunk_off = 0;
+            }
+        }
+        const bool first = k == 0;
+        const bool last = k + 1 == npkts;
+        const uint8_t op = first && last ? iba::kReadRespOnly
+                           : first       ? iba::kReadRespFirst
+                           : last        ? iba::kReadRespLast
+                                         : iba::kReadRespMiddle;
+        uint8_t aeth[4];
+        store_be32(aeth, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+        const bool with_aeth = op != iba::kReadRespMiddle;
+        rc_transmit(qp, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, data, qp.remote_qpn);
+    }
+    return true;
+}
+
+// The protection domain RDMA and atomic requests are checked against: the
+// QP's, or for an XRC target QP (which has none of its own) the PD of the
+// XRC SRQ the request names.
+uint32_t QpTable::rdma_pd(const Qp &qp, const iba::PacketView &v) {
+    if (qp.st != kQpXrc) {
+        return qp.pd;
+    }
+    const Srq *srq = v.xrceth ? dev_.srqs.find(v.xrceth->srqn.get() & 0xffffff) : nullptr;
+    if (!srq || srq->kind != Srq::Kind::XrcSrq || srq->xrcd != qp.xrcd) {
+        return kNoPd;
+    }
+    return srq->pd;
+}
+
+// Atomics on 8 naturally aligned bytes, in the responder's (host) byte
+// order (atomic_req_8B_endianness_mode = host), with the result kept for
+// duplicate requests.
+bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
+    const uint32_t psn = v.psn();
+    const uint64_t va = v.atomic->va.get();
+    const uint32_t rkey = v.atomic->rkey.get();
+    std::vector<DmaChunk> chunks;
+    XlatError e = XlatError::Access;
+    if (qp.rae && (va & 7) == 0) {
+        e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks);
+    }
+    if (e != XlatError::None || chunks.size() != 1) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,
+                   !qp.rae ? "atomics not enabled on the QP" : (va & 7) ? "not 8-byte aligned" : xlat_error_name(e));
+        rc_resp_error(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0,
+                      "atomic access violation");
+        return false;
+    }
+    uint64_t orig = 0;
+    if (!dev_.dma_read(chunks[0].addr, &orig, 8)) {
+        rc_resp_error(qp, psn, kNakRemoteOp, 0, "atomic target not guest memory");
+        return false;
+    }
+    uint64_t value = orig;
+    if ((v.opcode() & 0x1f) == iba::kCompareSwap) {
+        if (orig == v.atomic->compare.get()) {
+            value = v.atomic->swap_add.get();
+        }
+    } else {
+        value = orig + v.atomic->swap_add.get();
+    }
+    dev_.dma_write(chunks[0].addr, &value, 8);
+    qp.rc.atomic_replay[psn] = orig;
+    while (qp.rc.atomic_replay.size() > 16) {
+        qp.rc.atomic_replay.erase(qp.rc.atomic_replay.begin());
+    }
+    qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+    uint8_t ext[12];
+    store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+    store_be64(ext + 4, orig);
+    rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+    return true;
+}
+
+}  // namespace hca

@@ -1,0 +1,550 @@
+// The send side (requester): SQ doorbells, WQE fetch through the QP buffer's
+// page list (a WQE may wrap the ring), segment decoding, gathering through
+// memory keys, packet construction and requester CQEs.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+#include "objects/qp.h"
+
+namespace hca {
+
+namespace {
+
+std::string hex(std::span<const uint8_t> b) { return to_hex(b); }
+
+}  // namespace
+
+// Writes at UAR +0x800.. (hw/mlx5 mlx5r_ring_db(), libmlx5 post_send_db()
+// and mlx5_bf_copy(), mem.c post_send_nop()). The first 8 bytes of a
+// BlueFlame half-buffer are the doorbell: the head of the last posted WQE
+// (opmod_idx_opcode, qpn_ds). Further contiguous writes in the same
+// half-buffer carry the rest of that WQE (BlueFlame); once ds*16 bytes have
+// arrived the WQE is executed from them instead of being fetched. Writes
+// are only recorded here; the send queues run once the batch of doorbells
+// has been taken in (process_pending()).
+void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size) {
+    const uint32_t rel = offset - UarTable::kBfRegion;
+    const uint32_t in_buf = rel % kBfBufSize;
+    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
+    if (in_buf == 0 && size == 8) {
+        doorbell_head(uar, offset, buf_key, load_be32(data), load_be32(data + 4));
+        return;
+    }
+    if (in_buf == 0 && size == 4) {
+        // First 32-bit half; the doorbell acts when the second half arrives.
+        pending_half_ = {uar, offset, load_be32(data), true};
+        return;
+    }
+    if (in_buf == 4 && size == 4 && pending_half_.valid && pending_half_.uar == uar &&
+        pending_half_.offset + 4 == offset) {
+        pending_half_.valid = false;
+        doorbell_head(uar, offset - 4, buf_key, pending_half_.value, load_be32(data));
+        return;
+    }
+    // A BlueFlame continuation.
+    auto it = bf_.find(buf_key);
+    if (it == bf_.end() || !it->second.active || it->second.got != in_buf) {
+        dev_.guest_error("write of {} bytes at UAR {} +0x{:x}: not the continuation of a BlueFlame write", size, uar,
+                         offset);
+        if (it != bf_.end()) {
+            it->second.active = false;
+        }
+        return;
+    }
+    BfCapture &cap = it->second;
+    if (in_buf + size > cap.expected) {
+        // Bytes past the WQE (the rest of a 64-byte chunk): ignored.
+        cap.got = in_buf + size;
+        return;
+    }
+    std::memcpy(cap.bytes.data() + in_buf, data, size);
+    cap.got = in_buf + size;
+    if (cap.got == cap.expected) {
+        Qp *qp = find(cap.qpn);
+        if (qp && !qp->no_sq && static_cast<uint16_t>(cap.index - qp->sq_ci) < qp->sq_wqebbs()) {
+            if (dev_.tracer().on(kTrUar)) {
+                dev_.trace(kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
+                           offset - in_buf, cap.qpn, cap.index, cap.expected,
+                           hex({cap.bytes.data(), cap.expected}));
+            }
+            qp->bf_wqes[cap.index].assign(cap.bytes.begin(), cap.bytes.begin() + cap.expected);
+            ++bf_executed_;
+            // A bfreg that carries BlueFlame copies alternates its two
+            // halves on every doorbell (bf->offset ^= buf_size).
+            if (cap.prev_half == static_cast<int8_t>(buf_key & 1)) {
+                dev_.guest_error("BlueFlame alternation broken: doorbells in a row to half {} of bfreg {} of uar {}",
+                                 buf_key & 1, (buf_key >> 1) & 7, uar);
+            }
+        }
+        // Keep got past expected so the rest of the chunk is swallowed.
+    }
+}
+
+void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds) {
+    const uint32_t qpn = qpn_ds >> 8;
+    const uint16_t index = static_cast<uint16_t>(head >> 8);
+    const uint32_t ds = qpn_ds & 0x3f;
+    Qp *qp = find(qpn);
+    dev_.trace(kTrUar, "sq_doorbell uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} opcode={} ds={}", uar, offset,
+               qpn, index, wqe_opcode_name(head & 0xff), ds);
+    BfCapture &cap = bf_[buf_key];
+    cap.active = false;
+    {
+        auto [it, fresh] = bf_last_half_.try_emplace(buf_key >> 1, static_cast<uint8_t>(buf_key & 1));
+        cap.prev_half = fresh ? -1 : static_cast<int8_t>(it->second);
+        it->second = static_cast<uint8_t>(buf_key & 1);
+    }
+    if (!qp) {
+        dev_.guest_error("SQ doorbell for QP 0x{:x} that does not exist (uar={} +0x{:x})", qpn, uar, offset);
+        return;
+    }
+    if (qp->uar != uar) {
+        dev_.guest_error("SQ doorbell for qpn=0x{:x} through uar={}, but the QP belongs to uar={}: ignored", qpn, uar,
+                         qp->uar);
+        return;
+    }
+    if (qp->no_sq) {
+        dev_.guest_error("SQ doorbell for qpn=0x{:x}, which has no send queue", qpn);
+        return;
+    }
+    // The driver writes the doorbell record before the doorbell: the WQE the
+    // doorbell names must be behind the record's producer counter.
+    if (uint8_t db[4]; qp->state == QpState::Rts && dev_.dma_read(qp->dbr + 4, db, 4)) {
+        const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+        if (static_cast<uint16_t>(pi - index - 1) >= qp->sq_wqebbs()) {
+            dev_.guest_error("qpn=0x{:x} doorbell names WQE 0x{:x} but the doorbell record's producer counter is 0x{:x}",
+                             qpn, index, pi);
+        }
+    }
+    if (dev_.fw.caps().gen(ifc::cmd_hca_cap::bf) && ds && ds * 16 <= kBfBufSize) {
+        // May be the start of a BlueFlame copy of this WQE.
+        cap.active = true;
+        cap.qpn = qpn;
+        cap.index = index;
+        cap.expected = ds * 16;
+        cap.got = 8;
+        store_be32(cap.bytes.data(), head);
+        store_be32(cap.bytes.data() + 4, qpn_ds);
+    }
+    if (!qp->sq_pending) {
+        qp->sq_pending = true;
+        sq_pending_.push_back(qpn);
+    }
+}
+
+void QpTable::process_pending() {
+    // Every turn spends budget or retires a QP from the ring; the bound on
+    // turns is only a backstop.
+    for (uint32_t turns = 0; !sq_pending_.empty() && dev_.budget_left() && turns < 4 * Device::kRunWqes; ++turns) {
+        const uint32_t qpn = sq_pending_.front();
+        sq_pending_.pop_front();
+        if (Qp *qp = find(qpn)) {
+            qp->sq_pending = false;
+            quantum_ = kQuantum;
+            process_sq(*qp);  // defer()s the QP to the back of the ring if work is left
+        }
+    }
+    quantum_ = 0;
+}
+
+bool QpTable::may_work() const { return quantum_ > 0 && dev_.budget_left(); }
+
+void QpTable::defer(Qp &qp) {
+    if (!qp.sq_pending) {
+        qp.sq_pending = true;
+        sq_pending_.push_back(qp.qpn);
+    }
+    dev_.schedule();
+}
+
+// The WQE at index: the copy a BlueFlame write delivered, or WQEBBs
+// fetched from the SQ buffer (a WQE may wrap from the last WQEBB to the
+// first). Leaves it in wqe_buf_; bbs is the number of WQEBBs it occupies.
+QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs) {
+    const uint32_t nbb = qp.sq_wqebbs();
+    const uint32_t max_ds = static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_sq)) / 16;
+    if (!qp.bf_wqes.empty()) {
+        auto it = qp.bf_wqes.find(index);
+        if (it != qp.bf_wqes.end()) {
+            wqe_buf_ = it->second;  // dropped by consume_wqe()
+            ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
+            bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
+            dev_.trace(kTrWqe, "blueflame qpn=0x{:x} index=0x{:x}: executing the WQE from the BlueFlame write",
+                       qp.qpn, index);
+            return bbs > static_cast<uint16_t>(pi - index) ? Fetch::BadSize : Fetch::Ok;
+        }
+    }
+    const uint64_t first = qp.sq_offset + uint64_t{index & (nbb - 1)} * kWqeBb;
+    wqe_buf_.resize(kWqeBb);
+    if (!dev_.dma_read(qp.buf.addr(first), wqe_buf_.data(), kWqeBb)) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x} is not guest memory", qp.qpn, index);
+        return Fetch::NotReadable;
+    }
+    ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
+    bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
+    if (ds == 0 || ds > max_ds || bbs > static_cast<uint16_t>(pi - index)) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: DS {} (max {}, {} WQEBBs posted)", qp.qpn, index, ds, max_ds,
+                         static_cast<uint16_t>(pi - index));
+        return Fetch::BadSize;
+    }
+    wqe_buf_.resize(bbs * kWqeBb);
+    for (uint32_t b = 1; b < bbs; ++b) {
+        const uint64_t off = qp.sq_offset + uint64_t{(index + b) & (nbb - 1)} * kWqeBb;
+        if (!dev_.dma_read(qp.buf.addr(off), wqe_buf_.data() + b * kWqeBb, kWqeBb)) {
+            return Fetch::NotReadable;
+        }
+    }
+    return Fetch::Ok;
+}
+
+void QpTable::consume_wqe(Qp &qp, uint32_t bbs) {
+    if (!qp.bf_wqes.empty()) {
+        for (uint32_t b = 0; b < bbs; ++b) {
+            qp.bf_wqes.erase(static_cast<uint16_t>(qp.sq_ci + b));
+        }
+    }
+    qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + bbs);
+}
+
+// May the send queue run, and up to which producer index? An SQ in error
+// flushes instead; one before RTS runs once it gets there.
+bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
+    if (qp.no_sq) {
+        return false;
+    }
+    if (qp.state == QpState::Err) {
+        flush_sq(qp);
+        return false;
+    }
+    if (qp.state != QpState::Rts) {
+        return false;
+    }
+    uint8_t db[4];
+    if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
+        dev_.guest_error("qpn=0x{:x} doorbell record 0x{:x} is not guest memory", qp.qpn, qp.dbr);
+        to_error(qp, "doorbell record not readable");
+        return false;
+    }
+    pi = static_cast<uint16_t>(load_be32(db));
+    const uint32_t nbb = qp.sq_wqebbs();
+    dev_.trace(kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
+               static_cast<uint16_t>(pi - qp.sq_ci));
+    if (static_cast<uint16_t>(pi - qp.sq_ci) > nbb) {
+        dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
+                         pi, nbb, qp.sq_ci);
+        to_error(qp, "SQ producer counter out of range");
+        return false;
+    }
+    return true;
+}
+
+// The one WQE loop of every transport: fetch, decode and check each posted
+// WQE, then hand it to its transport (execute_wqe()). A connected QP first
+// sends what earlier messages still owe, and its WQEs may wait for a fence
+// or a read credit.
+void QpTable::process_sq(Qp &qp) {
+    uint16_t pi = 0;
+    if (!sq_producer(qp, pi)) {
+        return;
+    }
+    if (qp.connected()) {
+        qp.rc.blocked = false;
+        if (!rc_pump(qp)) {
+            return;  // earlier messages are still going out
+        }
+    }
+    while (qp.sq_ci != pi && qp.state == QpState::Rts) {
+        if (!may_work()) {
+            defer(qp);
+            return;
+        }
+        const uint16_t index = qp.sq_ci;
+        uint32_t ds = 0, bbs = 0;
+        const Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
+        if (fetched == Fetch::NotReadable) {
+            to_error(qp, "WQE not readable");
+            return;
+        }
+        if (fetched == Fetch::BadSize) {
+            consume_wqe(qp, 1);
+            req_err_cqe(qp, index, wqe_buf_[3], kSyndLocalQpOp);
+            to_error(qp, "bad WQE size");
+            return;
+        }
+        const SqWqe w = SqWqe::decode(index, {wqe_buf_.data(), ds * 16});
+        if (qp.connected() && rc_must_wait(qp, w)) {
+            return;
+        }
+        consume_wqe(qp, bbs);
+        spend();
+        dev_.charge_wqe();
+        if (!execute_wqe(qp, w)) {
+            return;
+        }
+    }
+}
+
+// Checks what every WQE must satisfy, then runs it on its transport.
+// False if the send queue must stop (the QP failed, or the run budget ran
+// out in the middle of a message).
+bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
+    if (dev_.tracer().on(kTrWqe)) {
+        dev_.trace(kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
+                   "imm=0x{:08x}",
+                   qp.qpn, w.index, wqe_opcode_name(w.opcode), w.opcode, w.opmod, w.bytes.size() / 16, w.fence, w.ce,
+                   int{w.solicited}, w.imm);
+    }
+    if (w.wqe_index != w.index) {
+        dev_.guest_error("qpn=0x{:x} WQE at slot 0x{:x} carries index 0x{:x}", qp.qpn, w.index, w.wqe_index);
+    }
+    if (w.qpn != qp.qpn) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x} names QPN 0x{:x}", qp.qpn, w.index, w.qpn);
+        return fail_wqe(qp, w, kSyndLocalQpOp, "WQE for another QP");
+    }
+    if (w.opcode == kWqeNop) {
+        return local_done(qp, w);
+    }
+    if (qp.st == kQpRegUmr || (qp.connected() && w.opcode == kWqeUmr)) {
+        // UMR QP work, or IB_WR_REG_MR / IB_WR_LOCAL_INV on a connected QP.
+        uint8_t synd = kSyndLocalQpOp;
+        if (w.opcode != kWqeUmr) {
+            dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on the UMR QP", qp.qpn, w.index,
+                             wqe_opcode_name(w.opcode));
+        } else if (umr_wqe(qp, w, synd)) {
+            return local_done(qp, w);
+        }
+        return fail_wqe(qp, w, synd, "UMR failed");
+    }
+    if (qp.connected()) {
+        return rc_start(qp, w);
+    }
+    if (qp.ud_like()) {
+        return send_ud(qp, w);
+    }
+    dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} QPs have no send queue", qp.qpn, w.index, qp_type_name(qp.st));
+    return fail_wqe(qp, w, kSyndLocalQpOp, "no send queue for this QP type");
+}
+
+// A WQE the requester could not carry out: its error CQE, and the QP goes
+// to the error state (which flushes the WQEs behind it).
+bool QpTable::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) {
+    req_err_cqe(qp, w.index, w.opcode, synd);
+    to_error(qp, why);
+    return false;
+}
+
+// A local operation (NOP, UMR) is done. On a connected QP its CQE comes in
+// order behind the messages still outstanding.
+bool QpTable::local_done(Qp &qp, const SqWqe &w) {
+    if (!qp.connected()) {
+        req_cqe(qp, w.index, w.opcode, 0, w.signaled, false);
+        return true;
+    }
+    RcWqe r;
+    r.index = w.index;
+    r.opcode = w.opcode;
+    r.signaled = w.signaled;
+    r.acked = true;
+    r.npkts = 0;
+    r.first_psn = qp.next_send_psn;
+    qp.rc.pending.push_back(std::move(r));
+    rc_complete(qp);
+    return true;
+}
+
+// The data pointer and inline segments that end a send WQE. Every segment
+// is traced, empty ones too, so the trace accounts for all ds * 16 bytes
+// of the WQE (./hcasim trace decode).
+bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd) {
+    out.clear();
+    size_t off = 0;
+    while (off + 4 <= segs.size()) {
+        const uint32_t bc = load_be32(segs.data() + off);
+        if (bc & kInlineSeg) {
+            const uint32_t len = bc & 0x3ff;
+            if (off + 4 + len > segs.size()) {
+                dev_.guest_error("qpn=0x{:x} inline segment of {} bytes overruns the WQE", qp.qpn, len);
+                synd = kSyndLocalLength;
+                return false;
+            }
+            const auto bytes = segs.subspan(off + 4, len);
+            dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
+                       HexBytes{bytes.first(std::min<uint32_t>(len, 32))});
+            if (len) {
+                out.sges.push_back({0, out.inline_data.size(), len, true});
+                out.inline_data.insert(out.inline_data.end(), bytes.begin(), bytes.end());
+            }
+            off += (4 + len + 15) & ~size_t{15};
+            continue;
+        }
+        if (off + sizeof(DataSeg) > segs.size()) {
+            break;
+        }
+        DataSeg d;
+        std::memcpy(&d, segs.data() + off, sizeof(d));
+        off += sizeof(DataSeg);
+        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+                   d.byte_count.get());
+        if (d.byte_count.get()) {
+            out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
+        }
+    }
+    return true;
+}
+
+// The bytes [offset, offset+len) of a message: inline pieces, or guest
+// memory read through the memory keys.
+bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len,
+                     std::vector<uint8_t> &out, uint8_t &synd) {
+    out.resize(len);
+    uint32_t pos = 0;
+    uint64_t base = 0;
+    for (const Sge &s : msg.sges) {
+        if (pos == len) {
+            break;
+        }
+        if (offset + pos >= base + s.len) {
+            base += s.len;
+            continue;
+        }
+        const uint32_t in_sge = static_cast<uint32_t>(offset + pos - base);
+        const uint32_t n = std::min(s.len - in_sge, len - pos);
+        base += s.len;
+        if (s.inl) {
+            std::memcpy(out.data() + pos, msg.inline_data.data() + s.addr + in_sge, n);
+            pos += n;
+            continue;
+        }
+        chunks_.clear();
+        const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks_);
+        if (e != XlatError::None) {
+            dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
+                       s.addr + in_sge, n, xlat_error_name(e));
+            dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, index, s.lkey,
+                             s.addr + in_sge, n, xlat_error_name(e));
+            synd = kSyndLocalProt;
+            return false;
+        }
+        for (const DmaChunk &c : chunks_) {
+            if (!dev_.dma_read(c.addr, out.data() + pos, c.len)) {
+                dev_.guest_error("qpn=0x{:x} SGE lkey=0x{:x} translates to 0x{:x}, not guest memory", qp.qpn, s.lkey,
+                                 c.addr);
+                synd = kSyndLocalProt;
+                return false;
+            }
+            pos += c.len;
+        }
+    }
+    return true;
+}
+
+bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
+    if (w.opcode != kWqeSend && w.opcode != kWqeSendImm) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, w.index, wqe_opcode_name(w.opcode),
+                         qp_type_name(qp.st));
+        return fail_wqe(qp, w, kSyndLocalQpOp, "opcode not valid for the QP type");
+    }
+    if (w.bytes.size() < sizeof(CtrlSeg) + sizeof(AvSeg)) {
+        dev_.guest_error("qpn=0x{:x} UD WQE 0x{:x} has no datagram segment", qp.qpn, w.index);
+        return fail_wqe(qp, w, kSyndLocalQpOp, "UD WQE without address vector");
+    }
+    AvSeg av;
+    std::memcpy(&av, w.bytes.data() + sizeof(CtrlSeg), sizeof(av));
+    uint8_t synd = 0;
+    if (!parse_data_segs(qp, w.bytes.subspan(sizeof(CtrlSeg) + sizeof(AvSeg)), ud_msg_, synd)) {
+        return fail_wqe(qp, w, synd, "bad send WQE");
+    }
+    Port &port = dev_.port(qp.path.port);
+    const uint32_t mtu = 128u << std::min<uint8_t>(port.neighbor_mtu(), qp.mtu ? qp.mtu : 5);
+    const uint64_t len = ud_msg_.length();
+    if (len > mtu) {
+        dev_.guest_error("qpn=0x{:x} UD message of {} bytes exceeds the path MTU {}", qp.qpn, len, mtu);
+        return fail_wqe(qp, w, kSyndLocalLength, "UD message longer than the MTU");
+    }
+    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(len), payload_buf_, synd)) {
+        return fail_wqe(qp, w, synd, "send gather failed");
+    }
+    const uint32_t av_qkey = av.qkey.get();
+    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+    const uint32_t qkey = (av_qkey & 0x80000000u) ? qp.qkey : av_qkey;
+    iba::PacketSpec s;
+    s.sl = av.stat_rate_sl & 0x0f;
+    s.vl = qp.st == kQpQp0 ? 15 : port.sl2vl(s.sl);
+    s.dlid = av.rlid.get();
+    s.slid = static_cast<uint16_t>(port.lid() | (av.fl_mlid & 0x7f & ((1u << port.lmc()) - 1)));
+    if (s.dlid == iba::kPermissiveLid && port.lid() == 0) {
+        s.slid = iba::kPermissiveLid;
+    }
+    const uint32_t gf = av.grh_gid_fl.get();
+    s.grh = (gf >> 30) & 1;
+    if (s.grh) {
+        s.tclass = av.tclass;
+        s.flow_label = gf & 0xfffff;
+        s.hop_limit = av.hop_limit;
+        s.sgid = port.gid((gf >> 20) & 0xff);
+        std::memcpy(s.dgid.data(), av.rgid, 16);
+    }
+    s.opcode = iba::kUd | (w.opcode == kWqeSendImm ? iba::kSendOnlyImm : iba::kSendOnly);
+    s.se = w.solicited;
+    s.pkey = qp.st == kQpQp0 ? 0xffff : port.pkey(qp.path.pkey_index);
+    s.dqpn = av.dqp_dct.get() & 0xffffff;
+    s.psn = qp.next_send_psn;
+    qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
+    uint8_t ext[12];
+    store_be32(ext, qkey);
+    store_be32(ext + 4, qp.ib_qpn());
+    size_t ext_len = 8;
+    if (w.opcode == kWqeSendImm) {
+        store_be32(ext + 8, w.imm);
+        ext_len = 12;
+    }
+    if (dev_.tracer().on(kTrWqe)) {
+        dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
+                   s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
+    }
+    Packet pkt;
+    iba::build_into(pkt.bytes, s, {ext, ext_len}, payload_buf_);
+    ++qp.sent;
+    dev_.transmit(std::move(pkt), qp.qpn, w.index);
+    req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(len), w.signaled, s.se);
+    return true;
+}
+
+void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool signaled, bool solicited) {
+    if (!signaled) {
+        return;
+    }
+    Cqe64 cqe{};
+    cqe.byte_cnt.set(byte_cnt);
+    cqe.sop_drop_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
+    cqe.wqe_counter.set(index);
+    cqe.op_own = static_cast<uint8_t>(kCqeReq << 4);
+    if (dev_.fault_cqe_opcode() && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr &&
+        wqe_opcode != kWqeNop) {
+        // Deliberately wrong (--test-fault), on data-path work requests only
+        // (not the management QPs, the UMR QP or mlx5_ib's NOP-based
+        // write-combining probe) so the drivers load, the port comes up and
+        // the tests reach their own checks.
+        cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
+    }
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
+               wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});
+    dev_.cqs.post(qp.cqn_snd, cqe, solicited);
+}
+
+void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome) {
+    ErrCqe e{};
+    e.syndrome = syndrome;
+    e.s_wqe_opcode_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
+    e.wqe_counter.set(index);
+    e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}){}",
+               qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
+               PktRef{rx_pkt_});
+    dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
+}
+
+}  // namespace hca

@@ -1,0 +1,165 @@
+// UMR WQEs (opcode 0x25): the driver's fast path for memory keys. On the
+// REG_UMR QP mlx5_ib loads translations into MR-cache keys, enables,
+// revokes and re-permissions them (hw/mlx5/umr.c); on RC/UC/XRC QPs the same
+// WQE carries IB_WR_REG_MR (fast registration) and IB_WR_LOCAL_INV
+// (hw/mlx5/wr.c set_reg_wr(), set_linv_wr()).
+//
+// Layout after the control segment (whose imm holds the target key):
+//   mlx5_wqe_umr_ctrl_seg (48 bytes) | mlx5_mkey_seg (64 bytes, mkc layout) |
+//   translation entries inline (xlt_octowords x 16 bytes) or one data
+//   segment pointing at them.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+#include "objects/qp.h"
+
+namespace hca {
+
+namespace {
+
+struct UmrCtrlSeg {
+    uint8_t flags;
+    uint8_t rsvd0[3];
+    be16 xlt_octowords;
+    be16 xlt_offset;
+    be64 mkey_mask;
+    be32 xlt_offset_47_16;
+    uint8_t rsvd1[28];
+};
+static_assert(sizeof(UmrCtrlSeg) == 48);
+
+constexpr size_t kMkeySeg = 64;
+
+// Errors that complete the UMR with a local QP operation error; the key
+// checks give a local protection error.
+bool malformed(UmrError e) {
+    return e == UmrError::BadMask || e == UmrError::BadPageSize || e == UmrError::XltOffset ||
+           e == UmrError::Budget;
+}
+constexpr uint32_t kMaxXltOctowords = 0xffff;
+
+}  // namespace
+
+void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
+    dev_.trace(kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
+               "xlt_offset={}",
+               qp.qpn, index, op.key, (op.flags & UmrOp::kInline) ? "inline" : "pointer",
+               (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
+               : (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
+                                                                        : "",
+               (op.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
+    dev_.trace(kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
+               "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
+               qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
+               ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
+               ifc::get(op.mkc, ifc::mkc::rw) ? "W" : "-", ifc::get(op.mkc, ifc::mkc::a) ? "A" : "-",
+               ifc::get(op.mkc, ifc::mkc::umr_en), ifc::get(op.mkc, ifc::mkc::access_mode_1_0),
+               ifc::get(op.mkc, ifc::mkc::mkey_7_0), ifc::get(op.mkc, ifc::mkc::pd),
+               ifc::get(op.mkc, ifc::mkc::start_addr), ifc::get(op.mkc, ifc::mkc::len),
+               ifc::get(op.mkc, ifc::mkc::length64) ? " (length64)" : "", ifc::get(op.mkc, ifc::mkc::log_page_size),
+               ifc::get(op.mkc, ifc::mkc::translations_octword_size));
+}
+
+// The translation entries a UMR WQE points at with one data segment (at
+// seg), read through that segment's key like any gather entry; the UMR QP
+// is privileged, so there the key's own PD is accepted.
+bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, UmrOp &op, uint8_t &synd) {
+    const size_t bytes = op.xlt.size() * 8;
+    if (seg.size() < sizeof(DataSeg)) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: translation pointer segment missing", qp.qpn, index);
+        synd = kSyndLocalQpOp;
+        return false;
+    }
+    DataSeg d;
+    std::memcpy(&d, seg.data(), sizeof(d));
+    dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+               d.byte_count.get());
+    if (d.byte_count.get() < bytes) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: pointer to {} bytes for {} translation octowords", qp.qpn,
+                         index, d.byte_count.get(), bytes / 16);
+        synd = kSyndLocalLength;
+        return false;
+    }
+    const Mkey *lk = dev_.mkeys.find(d.lkey.get());
+    const uint32_t pd = qp.st == kQpRegUmr && lk ? lk->pd : qp.pd;
+    chunks_.clear();
+    const XlatError e = dev_.mkeys.translate(d.lkey.get(), pd, d.addr.get(), bytes, kAccLocalRead, chunks_);
+    if (e != XlatError::None) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
+                   d.addr.get(), bytes, xlat_error_name(e));
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} translation list lkey=0x{:x}: {}", qp.qpn, index, d.lkey.get(),
+                         xlat_error_name(e));
+        synd = kSyndLocalProt;
+        return false;
+    }
+    std::vector<uint8_t> raw(bytes);
+    size_t pos = 0;
+    for (const DmaChunk &ch : chunks_) {
+        if (!dev_.dma_read(ch.addr, raw.data() + pos, ch.len)) {
+            dev_.guest_error("qpn=0x{:x} UMR translation list at 0x{:x} is not guest memory", qp.qpn, ch.addr);
+            synd = kSyndLocalProt;
+            return false;
+        }
+        pos += ch.len;
+    }
+    for (size_t i = 0; i < op.xlt.size(); ++i) {
+        op.xlt[i] = load_be64(raw.data() + i * 8);
+    }
+    return true;
+}
+
+bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
+    const std::span<const uint8_t> wqe = w.bytes;
+    const size_t base = sizeof(CtrlSeg);
+    synd = kSyndLocalQpOp;
+    if (wqe.size() < base + sizeof(UmrCtrlSeg) + kMkeySeg) {
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} of {} bytes has no UMR control and mkey segments", qp.qpn,
+                         w.index, wqe.size());
+        return false;
+    }
+    UmrCtrlSeg uc;
+    std::memcpy(&uc, wqe.data() + base, sizeof(uc));
+    UmrOp op;
+    op.key = w.imm;
+    op.flags = uc.flags;
+    op.mask = uc.mkey_mask.get();
+    op.mkc = wqe.data() + base + sizeof(UmrCtrlSeg);
+    const uint32_t octowords = uc.xlt_octowords.get();
+    if (uc.flags & UmrOp::kOffsetEn) {
+        op.xlt_first = (uint64_t{uc.xlt_offset_47_16.get()} << 16 | uc.xlt_offset.get()) * 2;
+        op.xlt_offset_high = uc.xlt_offset_47_16.get() != 0;
+    }
+    if (dev_.tracer().on(kTrWqe)) {
+        umr_trace(qp, w.index, op, octowords);
+    }
+    if (octowords > kMaxXltOctowords) {
+        return false;
+    }
+    const auto tail = wqe.subspan(base + sizeof(UmrCtrlSeg) + kMkeySeg);
+    op.xlt.resize(size_t{octowords} * 2);
+    if (octowords && (uc.flags & UmrOp::kInline)) {
+        if (op.xlt.size() * 8 > tail.size()) {
+            dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: {} inline translation bytes overrun the {}-byte WQE",
+                             qp.qpn, w.index, op.xlt.size() * 8, wqe.size());
+            return false;
+        }
+        for (size_t i = 0; i < op.xlt.size(); ++i) {
+            op.xlt[i] = load_be64(tail.data() + i * 8);
+        }
+    } else if (octowords && !umr_fetch_xlt(qp, w.index, tail, op, synd)) {
+        return false;
+    }
+    const UmrError e = dev_.mkeys.umr(op, qp.st == kQpRegUmr ? nullptr : &qp.pd);
+    if (e != UmrError::None) {
+        dev_.trace(kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
+        dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, w.index, op.key, umr_error_name(e));
+        synd = malformed(e) ? kSyndLocalQpOp : kSyndLocalProt;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace hca

@@ -1,0 +1,74 @@
+#include "datapath/wqe.h"
+
+#include <cstring>
+
+namespace hca {
+
+SqWqe SqWqe::decode(uint16_t index, std::span<const uint8_t> bytes) {
+    CtrlSeg ctrl;
+    std::memcpy(&ctrl, bytes.data(), sizeof(ctrl));
+    const uint32_t hdr = ctrl.opmod_idx_opcode.get();
+    SqWqe w;
+    w.index = index;
+    w.wqe_index = static_cast<uint16_t>(hdr >> 8);
+    w.opcode = static_cast<uint8_t>(hdr);
+    w.opmod = static_cast<uint8_t>(hdr >> 24);
+    w.qpn = ctrl.qpn_ds.get() >> 8;
+    w.fence = ctrl.fm_ce_se >> 5;
+    w.ce = (ctrl.fm_ce_se >> 2) & 3;
+    w.signaled = (ctrl.fm_ce_se & kCeCqUpdate) != 0;
+    w.solicited = (ctrl.fm_ce_se & kCtrlSolicited) != 0;
+    w.imm = ctrl.imm.get();
+    w.bytes = bytes;
+    return w;
+}
+
+uint64_t GatherList::length() const {
+    uint64_t n = 0;
+    for (const Sge &s : sges) {
+        n += s.len;
+    }
+    return n;
+}
+
+const char *wqe_opcode_name(uint8_t op) {
+    switch (op) {
+    case kWqeNop: return "NOP";
+    case kWqeSendInval: return "SEND_INVAL";
+    case kWqeRdmaWrite: return "RDMA_WRITE";
+    case kWqeRdmaWriteImm: return "RDMA_WRITE_IMM";
+    case kWqeSend: return "SEND";
+    case kWqeSendImm: return "SEND_IMM";
+    case kWqeLso: return "LSO";
+    case kWqeRdmaRead: return "RDMA_READ";
+    case kWqeAtomicCs: return "ATOMIC_CS";
+    case kWqeAtomicFa: return "ATOMIC_FA";
+    case kWqeAtomicMaskedCs: return "ATOMIC_MASKED_CS";
+    case kWqeAtomicMaskedFa: return "ATOMIC_MASKED_FA";
+    case kWqeBindMw: return "BIND_MW";
+    case kWqeConfigCmd: return "CONFIG_CMD";
+    case kWqeUmr: return "UMR";
+    default: return "unknown";
+    }
+}
+
+const char *cqe_syndrome_name(uint8_t s) {
+    switch (s) {
+    case kSyndLocalLength: return "local length error";
+    case kSyndLocalQpOp: return "local QP operation error";
+    case kSyndLocalProt: return "local protection error";
+    case kSyndWrFlush: return "WR flushed";
+    case kSyndMwBind: return "memory window bind error";
+    case kSyndBadResp: return "bad response";
+    case kSyndLocalAccess: return "local access error";
+    case kSyndRemoteInvalReq: return "remote invalid request";
+    case kSyndRemoteAccess: return "remote access error";
+    case kSyndRemoteOp: return "remote operation error";
+    case kSyndTransportRetryExc: return "transport retry counter exceeded";
+    case kSyndRnrRetryExc: return "RNR retry counter exceeded";
+    case kSyndRemoteAborted: return "remote aborted";
+    default: return "unknown syndrome";
+    }
+}
+
+}  // namespace hca

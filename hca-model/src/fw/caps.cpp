@@ -1,0 +1,145 @@
+#include "fw/caps.h"
+
+#include <fmt/format.h>
+#include <span>
+
+namespace hca {
+
+namespace {
+
+#define GEN(f, max, cur, settable) CapEntry{ifc::cmd_hca_cap::f, #f, max, cur, settable}
+
+// General device capabilities (cmd_hca_cap).  Anything not listed reads 0.
+// Why each value: docs/CAPABILITIES.md.
+const CapEntry kGeneralCaps[] = {
+    // Queue and object limits.
+    GEN(log_max_srq_sz, 15, 15, false),
+    GEN(log_max_qp_sz, 15, 15, false),
+    GEN(log_max_qp, 18, 18, true),  // prof_sel 2 writes min(18, max)
+    GEN(log_max_srq, 16, 16, false),
+    GEN(log_max_cq_sz, 22, 22, false),
+    GEN(log_max_cq, 16, 16, false),
+    GEN(log_max_eq_sz, 22, 22, false),
+    GEN(log_max_mkey, 16, 16, false),
+    GEN(log_max_eq, 4, 4, false),  // 16 EQs: 4 async + up to 12 completion
+    GEN(log_max_mrw_sz, 64, 64, false),
+    GEN(log_max_klm_list_size, 16, 16, false),
+    GEN(log_max_ra_req_qp, 4, 4, false),
+    GEN(log_max_ra_res_qp, 4, 4, false),
+    GEN(log_max_msg, 30, 30, false),
+    GEN(log_max_mcg, 12, 12, false),
+    GEN(max_qp_mcg, 240, 240, false),
+    GEN(log_max_pd, 16, 16, false),
+    GEN(log_max_xrcd, 8, 8, false),
+    GEN(log_max_rmp, 16, 16, false),
+    GEN(log_max_rq, 16, 16, false),
+    GEN(max_wqe_sz_sq, 1024, 1024, false),
+    GEN(max_wqe_sz_rq, 512, 512, false),
+    GEN(gid_table_size, 8, 8, false),
+    GEN(pkey_table_size, 0, 0, true),  // encoded: 0 = 128 entries
+    // Port and transport.
+    GEN(port_type, 0, 0, false),  // InfiniBand
+    GEN(num_ports, 1, 1, false),
+    GEN(local_ca_ack_delay, 16, 16, false),
+    GEN(xrc, 1, 1, false),
+    GEN(ud, 1, 1, false),
+    GEN(uc, 1, 1, false),
+    GEN(rc, 1, 1, false),
+    GEN(cqe_version, 0, 0, false),
+    // Memory registration through UMR WQEs (MR cache, fast registration,
+    // IB_DEVICE_MEM_MGT_EXTENSIONS); direct MTT keys only, no KLM/KSM.
+    GEN(umr_modify_entity_size_disabled, 0, 0, false),
+    GEN(umr_modify_atomic_disabled, 0, 0, false),
+    GEN(umr_indirect_mkey_disabled, 1, 1, false),
+    GEN(log_pg_sz, 12, 12, false),
+    // UAR and doorbells: 4 KiB UAR pages, BlueFlame with 2 x 256-byte
+    // half-buffers per bfreg (the WQE in a BlueFlame write is executed).
+    GEN(bf, 1, 1, false),
+    GEN(log_bf_reg_size, 9, 9, false),
+    GEN(log_uar_page_sz, 0, 0, true),
+    GEN(uar_4k, 0, 0, true),
+    GEN(num_of_uars_per_page, 1, 1, false),
+    // Firmware interface.
+    GEN(driver_version, 1, 1, false),
+    GEN(cmdif_checksum, 0, 0, true),
+    GEN(mcam_reg, 1, 1, false),  // MCAM: MCQS/MCQI for devlink info
+    GEN(atomic, 1, 1, false),
+    GEN(block_lb_mc, 1, 1, false),    // IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK (qpc.block_lb_mc)
+    GEN(cq_resize, 1, 1, false),      // MODIFY_CQ op_mod 1 (ibv_resize_cq)
+    GEN(cq_moderation, 1, 1, false),  // MODIFY_CQ period/count (ib_modify_cq)
+    GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
+};
+
+#undef GEN
+#define ATOMIC(f, max, cur, settable) CapEntry{ifc::atomic_caps::f, #f, max, cur, settable}
+
+// Atomic capabilities: 8-byte compare-and-swap and fetch-and-add on QPs, in
+// host byte order once the driver selects it (core/main.c handle_hca_cap_atomic()).
+const CapEntry kAtomicCaps[] = {
+    ATOMIC(atomic_req_8B_endianness_mode, 1, 0, true),
+    ATOMIC(supported_atomic_req_8B_endianness_mode_1, 1, 1, false),
+    ATOMIC(atomic_operations, 0x3, 0x3, false),  // MLX5_ATOMIC_OPS_CMP_SWAP | FETCH_ADD
+    ATOMIC(atomic_size_qp, 0x8, 0x8, false),     // 8 bytes
+};
+
+#undef ATOMIC
+
+void fill(Caps::Image &img, std::span<const CapEntry> table, bool max) {
+    img.fill(0);
+    for (const CapEntry &e : table) {
+        ifc::set(img.data(), e.field, max ? e.max : e.cur);
+    }
+}
+
+std::span<const CapEntry> table_of(uint16_t type) {
+    switch (type) {
+    case kCapGeneral:
+        return kGeneralCaps;
+    case kCapAtomic:
+        return kAtomicCaps;
+    default:
+        return {};
+    }
+}
+
+}  // namespace
+
+Caps::Caps() {
+    pages_[kCapGeneral];
+    pages_[kCapAtomic];
+    reset();
+}
+
+void Caps::reset() {
+    for (auto &[type, page] : pages_) {
+        fill(page.max, table_of(type), true);
+        fill(page.cur, table_of(type), false);
+    }
+}
+
+const Caps::Image &Caps::image(uint16_t type, bool current) const {
+    const Page &p = pages_.at(type);
+    return current ? p.cur : p.max;
+}
+
+std::string Caps::set(uint16_t type, const uint8_t *img) {
+    auto it = pages_.find(type);
+    if (it == pages_.end()) {
+        return fmt::format("capability type 0x{:x} is not supported", type);
+    }
+    // Check everything first so a refused SET changes nothing.
+    for (const CapEntry &e : table_of(type)) {
+        const uint64_t v = ifc::get(img, e.field);
+        if (e.settable && v > e.max) {
+            return fmt::format("{} = {} exceeds the maximum {}", e.name, v, e.max);
+        }
+    }
+    for (const CapEntry &e : table_of(type)) {
+        if (e.settable) {
+            ifc::set(it->second.cur.data(), e.field, ifc::get(img, e.field));
+        }
+    }
+    return {};
+}
+
+}  // namespace hca

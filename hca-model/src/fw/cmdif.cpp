@@ -1,0 +1,174 @@
+#include "fw/cmdif.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "be.h"
+#include "device.h"
+
+namespace hca {
+
+void CommandInterface::reset() { pending_ = 0; }
+
+void CommandInterface::ring(uint32_t bits) {
+    dev_.trace(kTrCmd, "doorbell bits=0x{:08x}", bits);
+    pending_ |= bits;
+    dev_.schedule();
+}
+
+void CommandInterface::process() {
+    if (dev_.iseg.nic_interface() != InitSeg::kNicFullDriver) {
+        if (pending_) {
+            dev_.guest_error("command doorbell 0x{:08x} while nic_interface={}: ignored", pending_,
+                             dev_.iseg.nic_interface());
+        }
+        pending_ = 0;
+        return;
+    }
+    uint32_t signal = 0;
+    while (pending_) {
+        const unsigned slot = static_cast<unsigned>(__builtin_ctz(pending_));
+        pending_ &= pending_ - 1;
+        if (execute(slot)) {
+            signal |= 1u << slot;
+        }
+    }
+    // Several completions may share one EQE (eq.c mlx5_cmd_comp_handler()).
+    if (signal) {
+        dev_.eqs.post_cmd_completion(signal);
+    }
+}
+
+// Mailboxes are followed block by block; only as many blocks as the length
+// needs are read, since the driver's message cache may chain more.
+Delivery CommandInterface::gather(uint64_t ptr, uint8_t token, std::vector<uint8_t> &in, uint32_t inlen) {
+    uint8_t block[kBlockSize];
+    uint32_t done = 16;
+    for (uint32_t n = 0; done < inlen; ++n) {
+        if (ptr & 7) {
+            return Delivery::INPUT_POINTER_NOT_ALIGNED;
+        }
+        if (!dev_.dma_read(ptr, block, sizeof(block))) {
+            return Delivery::BAD_BLOCK_NUMBER;
+        }
+        if (load_be32(block + kBlockNum) != n) {
+            return Delivery::BAD_BLOCK_NUMBER;
+        }
+        if (block[kBlockToken] != token) {
+            return Delivery::TOKEN_ERR;
+        }
+        const uint32_t len = std::min<uint32_t>(kBlockData, inlen - done);
+        std::memcpy(in.data() + done, block, len);
+        done += len;
+        ptr = load_be64(block + kBlockNext);
+    }
+    return Delivery::OK;
+}
+
+Delivery CommandInterface::scatter(uint64_t ptr, uint8_t token, const std::vector<uint8_t> &out) {
+    uint8_t hdr[kBlockSize - kBlockData];
+    const uint32_t outlen = static_cast<uint32_t>(out.size());
+    uint32_t done = 16;
+    for (uint32_t n = 0; done < outlen; ++n) {
+        if (ptr & 7) {
+            return Delivery::OUTPUT_POINTER_NOT_ALIGNED;
+        }
+        if (!dev_.dma_read(ptr + kBlockData, hdr, sizeof(hdr))) {
+            return Delivery::BAD_BLOCK_NUMBER;
+        }
+        if (load_be32(hdr + (kBlockNum - kBlockData)) != n) {
+            return Delivery::BAD_BLOCK_NUMBER;
+        }
+        if (hdr[kBlockToken - kBlockData] != token) {
+            return Delivery::TOKEN_ERR;
+        }
+        const uint32_t len = std::min<uint32_t>(kBlockData, outlen - done);
+        if (!dev_.dma_write(ptr, out.data() + done, len)) {
+            return Delivery::BAD_BLOCK_NUMBER;
+        }
+        done += len;
+        ptr = load_be64(hdr + (kBlockNext - kBlockData));
+    }
+    return Delivery::OK;
+}
+
+bool CommandInterface::execute(unsigned slot) {
+    const uint64_t base = dev_.iseg.cmdq_addr();
+    const uint64_t lay_addr = base + slot * kSlotSize;
+    uint8_t lay[kSlotSize];
+    if (!dev_.dma_read(lay_addr, lay, sizeof(lay))) {
+        dev_.guest_error("cmd slot={} layout at 0x{:x} is not guest memory", slot, lay_addr);
+        return false;
+    }
+    if (!(lay[kLayStatusOwn] & 1)) {
+        dev_.guest_error("cmd slot={} rung but owned by software (status_own=0x{:02x})", slot,
+                         lay[kLayStatusOwn]);
+        return false;
+    }
+    const int64_t t0 = dev_.now();
+    const uint32_t inlen = load_be32(lay + kLayInlen);
+    const uint32_t outlen = load_be32(lay + kLayOutlen);
+    const uint8_t token = lay[kLayToken];
+    Delivery deliv = Delivery::OK;
+    if (lay[kLayType] != kPciCmdXport) {
+        deliv = Delivery::BAD_COMMAND_DESCRIPTOR;
+    } else if (inlen < 8 || inlen > kMaxMsg) {
+        deliv = Delivery::INPUT_LEN_ERR;
+    } else if (outlen < 8 || outlen > kMaxMsg) {
+        deliv = Delivery::OUTPUT_LEN_ERR;
+    }
+
+    std::vector<uint8_t> in;
+    std::vector<uint8_t> out;
+    CmdCtx ctx{.in = {}, .out = out};
+    ctx.slot = slot;
+    if (deliv == Delivery::OK) {
+        in.assign(std::max<uint32_t>(inlen, 16), 0);
+        std::memcpy(in.data(), lay + kLayIn, 16);
+        deliv = gather(load_be64(lay + kLayInPtr), token, in, inlen);
+        in.resize(inlen);
+    }
+    if (deliv == Delivery::OK) {
+        out.assign(std::max<uint32_t>(outlen, 16), 0);
+        ctx.in = in;
+        ctx.opcode = static_cast<uint16_t>(ifc::get(in.data(), ifc::cmd_in_hdr::opcode));
+        ctx.op_mod = static_cast<uint16_t>(ifc::get(in.data(), ifc::cmd_in_hdr::op_mod));
+        dev_.fw.execute(ctx);
+        ++dev_.counters.commands;
+        if (!ctx.ok()) {
+            ++dev_.counters.command_errors;
+            out.assign(out.size(), 0);
+        }
+        ifc::set(out.data(), ifc::cmd_out_hdr::status, static_cast<uint8_t>(ctx.status));
+        ifc::set(out.data(), ifc::cmd_out_hdr::syndrome, ctx.syndrome);
+        out.resize(std::max<uint32_t>(outlen, 16));
+        deliv = scatter(load_be64(lay + kLayOutPtr), token, out);
+        if (deliv == Delivery::OK) {
+            dev_.dma_write(lay_addr + kLayOut, out.data(), 16);
+        }
+    }
+    // Ownership back to software last, with the delivery status.
+    const uint8_t status_own = static_cast<uint8_t>(static_cast<uint8_t>(deliv) << 1);
+    dev_.dma_write(lay_addr + kLayStatusOwn, &status_own, 1);
+
+    const int64_t took = dev_.now() - t0;
+    if (deliv != Delivery::OK) {
+        dev_.guest_error("cmd slot={} delivery status {} (0x{:x}) inlen={} outlen={}", slot,
+                         delivery_name(deliv), static_cast<unsigned>(deliv), inlen, outlen);
+    } else if (!ctx.ok()) {
+        dev_.guest_error("cmd slot={} {}(0x{:x}) op_mod=0x{:x}: {} status={}(0x{:x}) syndrome=0x{:08x}", slot,
+                         opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, ctx.error, status_name(ctx.status),
+                         static_cast<unsigned>(ctx.status), ctx.syndrome);
+    }
+    dev_.trace(kTrCmd, "done slot={} opcode={}(0x{:x}) op_mod=0x{:x} inlen={} outlen={} status={}(0x{:x}) "
+               "syndrome=0x{:08x} delivery=0x{:x} ns={}",
+               slot, opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, inlen, outlen, status_name(ctx.status),
+               static_cast<unsigned>(ctx.status), ctx.syndrome, static_cast<unsigned>(deliv), took);
+    if (dev_.tracer().on(kTrCmdData)) {
+        dev_.trace(kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
+        dev_.trace(kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
+    }
+    return !ctx.suppress_eqe;
+}
+
+}  // namespace hca

@@ -1,0 +1,167 @@
+#include "fw/registers.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "device.h"
+
+namespace hca {
+
+namespace {
+
+struct RegisterDesc {
+    uint16_t id;
+    const char *name;
+    uint32_t size;  // bytes the driver passes for this register
+    void (Registers::*handler)(RegAccess &);
+    bool writable;
+};
+
+const RegisterDesc kRegisters[] = {
+    {kRegHostEndianness, "HOST_ENDIANNESS", 16, &Registers::host_endianness, true},
+    {kRegMcam, "MCAM", ifc::mcam_reg::size_bytes, &Registers::mcam, false},
+    {kRegMcqs, "MCQS", ifc::mcqs_reg::size_bytes, &Registers::mcqs, false},
+    {kRegMcqi, "MCQI", ifc::mcqi_reg::size_bytes, &Registers::mcqi, false},
+    {kRegPcap, "PCAP", ifc::pcap_reg::size_bytes, &Registers::pcap, true},
+    {kRegNodeDesc, "NODE_DESC", 64, &Registers::node_desc, true},
+};
+
+// Firmware components (MCQS identifier): one boot image, fw.c MCQS_IDENTIFIER_BOOT_IMG.
+constexpr uint16_t kComponentBootImg = 0x1;
+constexpr uint8_t kMcqsUpdateIdle = 0x0;
+constexpr uint8_t kMcqiInfoVersion = 0x1;
+
+}  // namespace
+
+void Registers::reset() { host_endianness_.fill(0); }
+
+void Registers::access(CmdCtx &c) {
+    const uint16_t id = static_cast<uint16_t>(c.get(ifc::access_register_in::register_id));
+    const bool write = c.op_mod == 0;  // op_mod = !write
+    const RegisterDesc *desc = nullptr;
+    for (const RegisterDesc &d : kRegisters) {
+        if (d.id == id) {
+            desc = &d;
+        }
+    }
+    if (!desc) {
+        c.fail(Status::BAD_PARAM, "access register 0x{:x} ({}) is not implemented", id, write ? "write" : "read");
+        return;
+    }
+    auto in = c.in_block(ifc::access_register_in::register_data);
+    auto out = c.out_block(ifc::access_register_out::register_data);
+    if (in.size() < desc->size && write) {
+        c.fail(Status::BAD_INPUT_LEN, "{} write carries {} bytes, the register has {}", desc->name, in.size(),
+               desc->size);
+        return;
+    }
+    if (write && !desc->writable) {
+        c.fail(Status::BAD_PARAM, "{} is read-only", desc->name);
+        return;
+    }
+    // A read may carry less than the whole register (only its index
+    // fields matter): the handlers see it zero-extended to the register's
+    // size, so none reads past what the driver sent.
+    std::span<const uint8_t> req = in;
+    if (in.size() < desc->size) {
+        request_.assign(desc->size, 0);
+        std::copy(in.begin(), in.end(), request_.begin());
+        req = request_;
+    }
+    // The reply starts as the request: index fields come back as given.
+    std::copy_n(req.begin(), std::min(req.size(), out.size()), out.begin());
+    RegAccess r{c, write, static_cast<uint32_t>(c.get(ifc::access_register_in::argument)), req, out};
+    (this->*desc->handler)(r);
+    if (c.ok()) {
+        dev_.trace(kTrCmd, "access_reg {} {} argument=0x{:x}", desc->name, write ? "write" : "read", r.argument);
+    }
+}
+
+void Registers::host_endianness(RegAccess &r) {
+    // byte 0: he (0 on little-endian hosts, core/main.c set_hca_ctrl())
+    if (r.write) {
+        std::copy_n(r.in.begin(), std::min(r.in.size(), host_endianness_.size()), host_endianness_.begin());
+    }
+    std::copy_n(host_endianness_.begin(), std::min(r.out.size(), host_endianness_.size()), r.out.begin());
+}
+
+void Registers::mcam(RegAccess &r) {
+    if (r.out.size() < ifc::mcam_reg::size_bytes) {
+        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MCAM needs {} bytes", ifc::mcam_reg::size_bytes);
+        return;
+    }
+    const uint64_t group = ifc::get(r.out.data(), ifc::mcam_reg::access_reg_group);
+    std::fill(r.out.begin() + ifc::mcam_reg::mng_access_reg_cap_mask.byte(), r.out.begin() + ifc::mcam_reg::size_bytes,
+              0);
+    if (group == 0) {
+        // Registers 0x9000-0x907f: firmware component query (devlink info).
+        uint8_t *mask = r.out.data() + ifc::mcam_reg::mng_access_reg_cap_mask.byte();
+        ifc::set(mask, ifc::mcam_access_reg::mcqi, 1);
+        ifc::set(mask, ifc::mcam_access_reg::mcqs, 1);
+    }
+}
+
+void Registers::mcqs(RegAccess &r) {
+    if (r.out.size() < ifc::mcqs_reg::size_bytes) {
+        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MCQS needs {} bytes", ifc::mcqs_reg::size_bytes);
+        return;
+    }
+    const uint64_t index = ifc::get(r.out.data(), ifc::mcqs_reg::component_index);
+    if (index != 0) {
+        r.cmd.fail(Status::BAD_PARAM, "MCQS component index {} does not exist (one component)", index);
+        return;
+    }
+    ifc::set(r.out.data(), ifc::mcqs_reg::last_index_flag, 1);
+    ifc::set(r.out.data(), ifc::mcqs_reg::identifier, kComponentBootImg);
+    ifc::set(r.out.data(), ifc::mcqs_reg::component_status, 0);
+    ifc::set(r.out.data(), ifc::mcqs_reg::component_update_state, kMcqsUpdateIdle);
+}
+
+void Registers::mcqi(RegAccess &r) {
+    const uint64_t index = ifc::get(r.in.data(), ifc::mcqi_reg::component_index);
+    const uint64_t type = ifc::get(r.in.data(), ifc::mcqi_reg::info_type);
+    if (index != 0 || type != kMcqiInfoVersion) {
+        r.cmd.fail(Status::BAD_PARAM, "MCQI component {} info type {} is not available", index, type);
+        return;
+    }
+    const uint32_t data_off = ifc::mcqi_reg::data.byte();
+    if (r.out.size() < data_off + ifc::mcqi_version::size_bytes) {
+        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MCQI version needs {} bytes", data_off + ifc::mcqi_version::size_bytes);
+        return;
+    }
+    uint8_t *v = r.out.data() + data_off;
+    std::fill(v, v + ifc::mcqi_version::size_bytes, 0);
+    // devlink prints running fw.version as %d.%d.%04d of bits 31:24, 23:16, 15:0.
+    ifc::set(v, ifc::mcqi_version::version,
+             uint32_t{kFwMajor} << 24 | uint32_t{kFwMinor} << 16 | kFwSubMinor);
+    const std::string s = fmt::format("{}.{}.{}", kFwMajor, kFwMinor, kFwSubMinor);
+    ifc::set(v, ifc::mcqi_version::version_string_length, s.size());
+    std::memcpy(v + ifc::mcqi_version::version_string.byte(), s.data(), s.size());
+    ifc::set(r.out.data(), ifc::mcqi_reg::info_size, ifc::mcqi_version::size_bytes);
+    ifc::set(r.out.data(), ifc::mcqi_reg::data_size, ifc::mcqi_version::size_bytes);
+}
+
+// Port capability mask (core/port.c mlx5_set_port_caps(); ib_cm sets IsCM):
+// the PortInfo CapabilityMask is the first word of port_capability_mask.
+void Registers::pcap(RegAccess &r) {
+    constexpr ifc::Field kCaps{ifc::pcap_reg::port_capability_mask.off, 32};
+    const uint64_t port = ifc::get(r.in.data(), ifc::pcap_reg::local_port);
+    if (port != 1) {
+        r.cmd.fail(Status::BAD_PARAM, "PCAP for port {}", port);
+        return;
+    }
+    if (r.write) {
+        dev_.port1.set_cap_mask(static_cast<uint32_t>(ifc::get(r.in.data(), kCaps)));
+    }
+    ifc::set(r.out.data(), kCaps, dev_.port1.cap_mask());
+}
+
+// Node description (hw/main.c mlx5_ib_modify_device(), rdma-ndd).
+void Registers::node_desc(RegAccess &r) {
+    if (r.write) {
+        dev_.port1.set_node_desc(r.in.data());
+    }
+    std::copy_n(dev_.port1.node_desc().begin(), std::min<size_t>(64, r.out.size()), r.out.begin());
+}
+
+}  // namespace hca

@@ -1,0 +1,347 @@
+#include "objects/cq.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+
+namespace hca {
+
+using ifc::cqc;
+
+void CqTable::reset() {
+    cqs_.clear();
+    ids_.reset();
+}
+
+Cq *CqTable::find(uint32_t cqn) {
+    auto it = cqs_.find(cqn);
+    return it == cqs_.end() ? nullptr : &it->second;
+}
+
+void CqTable::cmd_create_cq(CmdCtx &c) {
+    const ifc::Block ctx = ifc::create_cq_in::cq_context;
+    Cq cq;
+    cq.log_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_cq_size)));
+    cq.uar = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::uar_page)));
+    cq.eqn = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::c_eqn_or_apu_element)));
+    const uint32_t cqe_sz = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::cqe_sz)));
+    cq.log_page_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_page_size)));
+    cq.page_offset = static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::page_offset)));
+    cq.dbr = c.get(ifc::in(ctx, cqc::dbr_addr));
+    cq.oi = c.get(ifc::in(ctx, cqc::oi));
+    cq.uid = static_cast<uint16_t>(c.get(ifc::create_cq_in::uid));
+    const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq_sz);
+    if (cq.log_size > max_log) {
+        c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", cq.log_size, max_log);
+        return;
+    }
+    if (cqe_sz > 1) {
+        c.fail(Status::BAD_PARAM, "cqe_sz {} is not 64 (0) or 128 (1) bytes", cqe_sz);
+        return;
+    }
+    if (c.get(ifc::in(ctx, cqc::cqe_comp_en)) || c.get(ifc::in(ctx, cqc::cc)) || c.get(ifc::in(ctx, cqc::apu_cq))) {
+        c.fail(Status::BAD_PARAM, "CQE compression / collapsed / APU CQs are not supported");
+        return;
+    }
+    cq.stride = cqe_sz ? 128 : 64;
+    if (!dev_.uars.allocated(cq.uar)) {
+        c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", cq.uar);
+        return;
+    }
+    if (!dev_.eqs.find(cq.eqn)) {
+        c.fail(Status::BAD_PARAM, "c_eqn {} does not exist", cq.eqn);
+        return;
+    }
+    if (cq.dbr & 7) {
+        c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not 8-byte aligned", cq.dbr);
+        return;
+    }
+    const uint64_t offset_bytes = PageList::offset_bytes(cq.page_offset, cq.log_page_size);
+    const auto pas = c.in_block(ifc::create_cq_in::pas);
+    if (!load_queue_buffer(c, dev_.budget, cq.buf, "CQ", pas, pas.size() / 8, cq.log_page_size, offset_bytes,
+                           uint64_t{cq.stride} << cq.log_size)) {
+        return;
+    }
+    if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
+        c.fail(Status::NO_RES, "all CQs are in use");
+        return;
+    }
+    auto cqn = ids_.alloc();
+    if (!cqn) {
+        c.fail(Status::NO_RES, "no CQ number left");
+        return;
+    }
+    cq.cqn = *cqn;
+    c.set(ifc::create_cq_out::cqn, cq.cqn);
+    dev_.trace(kTrObj, "create_cq cqn=0x{:x} nent={} cqe={}B eqn={} uar={} dbr=0x{:x} pages={} uid={}", cq.cqn,
+               cq.nent(), cq.stride, cq.eqn, cq.uar, cq.dbr, cq.buf.npages(), cq.uid);
+    cqs_.emplace(cq.cqn, std::move(cq));
+}
+
+void CqTable::cmd_destroy_cq(CmdCtx &c) {
+    const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::destroy_cq_in::cqn));
+    auto it = cqs_.find(cqn);
+    if (it == cqs_.end()) {
+        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        return;
+    }
+    if (it->second.refs) {
+        c.fail(Status::RES_BUSY, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
+        return;
+    }
+    dev_.trace(kTrObj, "destroy_cq cqn=0x{:x} cqes={} events={}", cqn, it->second.cqes, it->second.events);
+    if (it->second.mod_timer) {
+        dev_.cancel_timer(it->second.mod_timer);
+    }
+    cqs_.erase(it);
+    ids_.release(cqn);
+}
+
+void CqTable::cmd_query_cq(CmdCtx &c) {
+    const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::query_cq_in::cqn));
+    Cq *cq = find(cqn);
+    if (!cq) {
+        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        return;
+    }
+    uint8_t ci[4] = {};
+    dev_.dma_read(cq->dbr, ci, 4);
+    const ifc::Block ctx = ifc::query_cq_out::cq_context;
+    c.set(ifc::in(ctx, cqc::status), cq->status);
+    c.set(ifc::in(ctx, cqc::cqe_sz), cq->stride == 128);
+    c.set(ifc::in(ctx, cqc::oi), cq->oi);
+    c.set(ifc::in(ctx, cqc::st), cq->arm == Cq::Arm::None ? 0xa : 0x9);
+    c.set(ifc::in(ctx, cqc::page_offset), cq->page_offset);
+    c.set(ifc::in(ctx, cqc::log_cq_size), cq->log_size);
+    c.set(ifc::in(ctx, cqc::uar_page), cq->uar);
+    c.set(ifc::in(ctx, cqc::c_eqn_or_apu_element), cq->eqn);
+    c.set(ifc::in(ctx, cqc::log_page_size), cq->log_page_size);
+    c.set(ifc::in(ctx, cqc::cq_period), cq->period_us);
+    c.set(ifc::in(ctx, cqc::cq_max_count), cq->max_count);
+    c.set(ifc::in(ctx, cqc::consumer_counter), load_be32(ci) & 0xffffff);
+    c.set(ifc::in(ctx, cqc::producer_counter), cq->pi & 0xffffff);
+    c.set(ifc::in(ctx, cqc::dbr_addr), cq->dbr);
+}
+
+namespace {
+
+// include/linux/mlx5/cq.h
+constexpr uint16_t kOpModModerate = 0;
+constexpr uint16_t kOpModResize = 1;
+constexpr uint32_t kModifyPeriod = 1 << 0;
+constexpr uint32_t kModifyCount = 1 << 1;
+constexpr uint32_t kModifyOverrun = 1 << 2;
+constexpr uint32_t kResizeLogSize = 1 << 0;
+constexpr uint32_t kResizePageOffset = 1 << 1;
+constexpr uint32_t kResizePageSize = 1 << 2;
+constexpr ifc::Field kFieldSelect{ifc::modify_cq_in::modify_field_select_resize_field_select.off, 32};
+
+}  // namespace
+
+void CqTable::cmd_modify_cq(CmdCtx &c) {
+    const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::modify_cq_in::cqn));
+    Cq *cq = find(cqn);
+    if (!cq) {
+        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        return;
+    }
+    const uint16_t op_mod = static_cast<uint16_t>(c.get(ifc::modify_cq_in::op_mod));
+    const uint32_t select = static_cast<uint32_t>(c.get(kFieldSelect));
+    const ifc::Block ctx = ifc::modify_cq_in::cq_context;
+    if (op_mod == kOpModResize) {
+        resize(c, *cq, select);
+        return;
+    }
+    if (op_mod != kOpModModerate) {
+        c.fail(Status::BAD_PARAM, "MODIFY_CQ op_mod {}", op_mod);
+        return;
+    }
+    if (select & ~(kModifyPeriod | kModifyCount | kModifyOverrun)) {
+        c.fail(Status::BAD_PARAM, "modify_field_select 0x{:x} has unknown bits", select);
+        return;
+    }
+    if (select & kModifyPeriod) {
+        cq->period_us = static_cast<uint16_t>(c.get(ifc::in(ctx, cqc::cq_period)));
+    }
+    if (select & kModifyCount) {
+        cq->max_count = static_cast<uint16_t>(c.get(ifc::in(ctx, cqc::cq_max_count)));
+    }
+    if (select & kModifyOverrun) {
+        cq->oi = c.get(ifc::in(ctx, cqc::oi));
+    }
+    dev_.trace(kTrObj, "modify_cq cqn=0x{:x} moderation period={}us count={} oi={}", cqn, cq->period_us, cq->max_count,
+               cq->oi);
+}
+
+// Resize (hw/cq.c mlx5_ib_resize_cq(), libmlx5 mlx5_resize_cq()): a RESIZE
+// CQE closes the old buffer at the producer counter; the counter goes on
+// in the new buffer, where the driver copies the CQEs it had not polled.
+void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
+    const ifc::Block ctx = ifc::modify_cq_in::cq_context;
+    if ((select & kResizeLogSize) == 0 || (select & ~(kResizeLogSize | kResizePageOffset | kResizePageSize))) {
+        c.fail(Status::BAD_PARAM, "resize_field_select 0x{:x}: log_cq_size must be selected, no other bits", select);
+        return;
+    }
+    const uint8_t log_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_cq_size)));
+    const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq_sz);
+    if (log_size > max_log) {
+        c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", log_size, max_log);
+        return;
+    }
+    const uint8_t log_page_size = (select & kResizePageSize) ? static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_page_size)))
+                                                             : cq.log_page_size;
+    const uint32_t page_offset = (select & kResizePageOffset) ? static_cast<uint32_t>(c.get(ifc::in(ctx, cqc::page_offset)))
+                                                              : cq.page_offset;
+    uint8_t ci_raw[4] = {};
+    dev_.dma_read(cq.dbr, ci_raw, 4);
+    const uint32_t outstanding = (cq.pi - load_be32(ci_raw)) & 0xffffff;
+    if (outstanding + 1 > (1u << log_size)) {
+        c.fail(Status::BAD_PARAM, "{} unpolled CQEs do not fit a CQ of {} entries", outstanding, 1u << log_size);
+        return;
+    }
+    PageList buf;
+    const auto pas = c.in_block(ifc::modify_cq_in::pas);
+    const uint64_t offset_bytes = PageList::offset_bytes(page_offset, log_page_size);
+    if (!load_queue_buffer(c, dev_.budget, buf, "new CQ", pas, pas.size() / 8, log_page_size, offset_bytes,
+                           uint64_t{cq.stride} << log_size)) {
+        return;
+    }
+    Cqe64 marker{};
+    marker.op_own = static_cast<uint8_t>(kCqeResizeCq << 4);
+    const uint32_t at = cq.pi;
+    if (!write_cqe(cq, marker)) {
+        c.fail(Status::INT_ERR, "the old CQ buffer cannot take the RESIZE CQE");
+        return;
+    }
+    dev_.trace(kTrObj, "modify_cq cqn=0x{:x} resize {} -> {} entries at pi=0x{:x} ({} unpolled)", cq.cqn, cq.nent(),
+               1u << log_size, at & 0xffffff, outstanding);
+    cq.buf = std::move(buf);
+    cq.log_size = log_size;
+    cq.log_page_size = log_page_size;
+    cq.page_offset = page_offset;
+}
+
+void CqTable::notify(Cq &cq) {
+    cq.arm = Cq::Arm::None;
+    cq.mod_pending = 0;
+    if (cq.mod_timer) {
+        dev_.cancel_timer(cq.mod_timer);
+        cq.mod_timer = 0;
+    }
+    ++cq.events;
+    dev_.eqs.post(cq.eqn, kEventComp, 0, EqeData::completion(cq.cqn));
+}
+
+void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
+    const uint32_t dw0 = load_be32(data);
+    const uint32_t cqn = load_be32(data + 4) & 0xffffff;
+    Cq *cq = find(cqn);
+    if (!cq) {
+        dev_.guest_error("CQ arm doorbell uar={} for CQ 0x{:x} that does not exist", uar, cqn);
+        return;
+    }
+    if (cq->uar != uar) {
+        dev_.guest_error("CQ arm doorbell for cqn=0x{:x} through uar={}, but the CQ belongs to uar={}: ignored", cqn,
+                         uar, cq->uar);
+        return;
+    }
+    const uint32_t ci = dw0 & 0xffffff;
+    const bool sol = (dw0 >> 24) & 1;
+    if (((cq->pi - ci) & 0xffffff) > cq->nent()) {
+        dev_.guest_error("CQ arm cqn=0x{:x}: consumer index 0x{:x} is beyond the producer 0x{:x}", cqn, ci,
+                         cq->pi & 0xffffff);
+    }
+    cq->ci_seen = ci;
+    cq->arm = sol ? Cq::Arm::Solicited : Cq::Arm::Next;
+    dev_.trace(kTrCqe, "arm cqn=0x{:x} ci=0x{:x} {} sn={} pending={}", cqn, ci, sol ? "solicited" : "next", dw0 >> 28,
+               (cq->pi - ci) & 0xffffff);
+    // CQEs the driver has not polled yet: an event right away, or the
+    // driver would sleep on them (hw/cq.c mlx5_ib_arm_cq()).
+    if (((cq->pi - ci) & 0xffffff) != 0) {
+        notify(*cq);
+    }
+}
+
+bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
+    Cq *cq = find(cqn);
+    if (!cq) {
+        dev_.guest_error("CQE for CQ 0x{:x} that does not exist: dropped", cqn);
+        return false;
+    }
+    if (cq->status != kStatusOk) {
+        return false;
+    }
+    if (((cq->pi - cq->ci_seen) & 0xffffff) >= cq->nent()) {
+        // Looks full: read the consumer counter from the doorbell record.
+        uint8_t ci[4];
+        if (dev_.dma_read(cq->dbr, ci, 4)) {
+            cq->ci_seen = load_be32(ci) & 0xffffff;
+        }
+        if (((cq->pi - cq->ci_seen) & 0xffffff) >= cq->nent() && !cq->oi) {
+            cq->status = kStatusOverflow;
+            dev_.guest_error("CQ overrun cqn=0x{:x} pi=0x{:x} ci=0x{:x}: CQ in error", cqn, cq->pi & 0xffffff,
+                             cq->ci_seen);
+            dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cqn, kCqErrOverrun));
+            return false;
+        }
+    }
+    if (!write_cqe(*cq, cqe)) {
+        return false;
+    }
+    ++cq->cqes;
+    if (cq->arm == Cq::Arm::Solicited && solicited) {
+        notify(*cq);
+    } else if (cq->arm == Cq::Arm::Next) {
+        if (cq->max_count <= 1 && cq->period_us == 0) {
+            notify(*cq);
+        } else if (cq->max_count > 1 && ++cq->mod_pending >= cq->max_count) {
+            notify(*cq);
+        } else if (cq->period_us && !cq->mod_timer) {
+            cq->mod_timer = dev_.add_timer(int64_t{cq->period_us} * 1000, [this, cqn] {
+                Cq *q = find(cqn);
+                if (q) {
+                    q->mod_timer = 0;
+                    if (q->arm != Cq::Arm::None) {
+                        notify(*q);
+                    }
+                }
+            });
+        }
+    }
+    return true;
+}
+
+// Writes cqe at the producer counter (owner bit set here) and advances it.
+bool CqTable::write_cqe(Cq &cq, Cqe64 &cqe) {
+    cqe.op_own = static_cast<uint8_t>((cqe.op_own & 0xfe) | ((cq.pi >> cq.log_size) & 1));
+    const uint64_t off = uint64_t{cq.pi & (cq.nent() - 1)} * cq.stride + (cq.stride - 64);
+    const uint64_t addr = cq.buf.addr(off);
+    const auto *raw = reinterpret_cast<const uint8_t *>(&cqe);
+    // Body first, op_own last: the driver polls on the owner bit.
+    if (!dev_.dma_write(addr, raw, 63) || !dev_.dma_write(addr + 63, raw + 63, 1)) {
+        cq.status = kStatusWriteFail;
+        dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cq.cqn, addr);
+        dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cq.cqn, kCqErrAccess));
+        return false;
+    }
+    ++cq.pi;
+    return true;
+}
+
+std::string CqTable::info() const {
+    std::string s = fmt::format("CQs: {}\n", cqs_.size());
+    for (const auto &[cqn, cq] : cqs_) {
+        fmt::format_to(std::back_inserter(s),
+                       "  cqn=0x{:x} nent={} eqn={} uar={} pi=0x{:x} ci=0x{:x} arm={} status=0x{:x} cqes={} "
+                       "events={}\n",
+                       cqn, cq.nent(), cq.eqn, cq.uar, cq.pi & 0xffffff, cq.ci_seen,
+                       cq.arm == Cq::Arm::None ? "no" : (cq.arm == Cq::Arm::Next ? "next" : "solicited"), cq.status,
+                       cq.cqes, cq.events);
+    }
+    return s;
+}
+
+}  // namespace hca

@@ -1,0 +1,86 @@
+// Completion queues: CREATE/DESTROY/QUERY_CQ, CQE writing with the owner
+// bit, overrun detection against the doorbell record, and arming through
+// UAR +0x20 with one completion EQE per arm.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "datapath/wqe.h"
+#include "objects/ids.h"
+#include "objects/pages.h"
+
+namespace hca {
+
+struct CmdCtx;
+class Device;
+
+struct Cq {
+    enum class Arm : uint8_t { None, Next, Solicited };
+
+    uint32_t cqn = 0;
+    uint8_t log_size = 0;
+    uint32_t uar = 0;
+    uint32_t eqn = 0;
+    uint32_t stride = 64;  // 64- or 128-byte CQEs (the 64-byte CQE sits in the second half)
+    uint8_t log_page_size = 0;
+    uint32_t page_offset = 0;
+    PageList buf;
+    uint64_t dbr = 0;
+    uint16_t uid = 0;
+    bool oi = false;        // ignore overrun
+    uint8_t status = 0;     // cqc.status: 0 OK, 9 overflow, 0xa write failure
+    uint32_t pi = 0;        // CQEs produced
+    uint32_t ci_seen = 0;   // consumer counter last read from the doorbell record
+    Arm arm = Arm::None;
+    uint64_t cqes = 0;
+    uint64_t events = 0;
+    // Event moderation (MODIFY_CQ): an event after max_count CQEs or
+    // period_us after the first CQE since the arm, whichever comes first.
+    uint16_t max_count = 0;
+    uint16_t period_us = 0;
+    uint32_t mod_pending = 0;
+    uint64_t mod_timer = 0;
+    uint32_t refs = 0;      // QPs and SRQs using this CQ
+
+    uint32_t nent() const { return 1u << log_size; }
+};
+
+class CqTable {
+  public:
+    static constexpr uint8_t kStatusOk = 0x0;
+    static constexpr uint8_t kStatusOverflow = 0x9;
+    static constexpr uint8_t kStatusWriteFail = 0xa;
+    // mlx5_eqe_cq_err.syndrome (PRM: 1 CQ overrun, 2 CQ access violation)
+    static constexpr uint8_t kCqErrOverrun = 1;
+    static constexpr uint8_t kCqErrAccess = 2;
+
+    explicit CqTable(Device &dev) : dev_(dev) {}
+    void reset();
+    Cq *find(uint32_t cqn);
+    size_t count() const { return cqs_.size(); }
+
+    void cmd_create_cq(CmdCtx &c);
+    void cmd_destroy_cq(CmdCtx &c);
+    void cmd_query_cq(CmdCtx &c);
+    void cmd_modify_cq(CmdCtx &c);  // moderation (op_mod 0) and resize (op_mod 1)
+
+    // Arm doorbell: dword0 = sn << 28 | cmd | ci, dword1 = cqn.
+    void doorbell(uint32_t uar, const uint8_t *data);
+    // Writes a CQE (owner bit and op_own set here); false if dropped.
+    // solicited: SE or an error completion (wakes REQ_NOT_SOL arms).
+    bool post(uint32_t cqn, Cqe64 &cqe, bool solicited);
+    std::string info() const;
+
+  private:
+    void notify(Cq &cq);
+    bool write_cqe(Cq &cq, Cqe64 &cqe);
+    void resize(CmdCtx &c, Cq &cq, uint32_t select);
+
+    Device &dev_;
+    IdAllocator ids_{1, 1u << 24};
+    std::map<uint32_t, Cq> cqs_;
+};
+
+}  // namespace hca

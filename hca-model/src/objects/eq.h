@@ -1,0 +1,139 @@
+// Event queues: CREATE/DESTROY/QUERY_EQ, the EQE ring with its owner bit,
+// arming and consumer-index doorbells at UAR +0x40/+0x48, and one MSI-X
+// message (eqc.intr) per armed EQ that receives an EQE.
+#pragma once
+
+#include <array>
+#include <bitset>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "be.h"
+#include "objects/pages.h"
+
+namespace hca {
+
+struct CmdCtx;
+class Device;
+
+// The per-type data of an EQE (include/linux/mlx5/device.h union ev_data):
+// the members the model raises, as packed big-endian structures.
+struct EqeComp {  // completion: the CQ
+    uint8_t rsvd[24];
+    be32 cqn;
+};
+struct EqeQpSrq {  // QP/SRQ affiliated events
+    uint8_t rsvd0[20];
+    uint8_t type;  // 0 QP, 1 SRQ
+    uint8_t rsvd1[3];
+    be32 qp_srq_n;
+};
+struct EqeCqErr {
+    be32 cqn;
+    uint8_t rsvd0[7];
+    uint8_t syndrome;  // 1 overrun, 2 access violation
+    uint8_t rsvd1[16];
+};
+struct EqePortState {
+    uint8_t rsvd0[8];
+    uint8_t port;  // 7:4 port number
+    uint8_t rsvd1[19];
+};
+struct EqeCmd {
+    be32 vector;  // the completed command slots
+    uint8_t rsvd[24];
+};
+union EqeData {
+    uint8_t raw[28] = {};
+    EqeComp comp;
+    EqeQpSrq qp_srq;
+    EqeCqErr cq_err;
+    EqePortState port;
+    EqeCmd cmd;
+
+    static EqeData completion(uint32_t cqn);
+    static EqeData qp(uint32_t qpn) { return affiliated(0, qpn); }
+    static EqeData srq(uint32_t srqn) { return affiliated(1, srqn); }
+    static EqeData cq_error(uint32_t cqn, uint8_t syndrome);
+    static EqeData port_state(uint8_t port);
+    static EqeData command(uint32_t slots);
+
+  private:
+    static EqeData affiliated(uint8_t type, uint32_t n);
+};
+static_assert(sizeof(EqeData) == 28 && offsetof(EqeComp, cqn) == 0x18 && offsetof(EqeQpSrq, type) == 0x14 &&
+              offsetof(EqeQpSrq, qp_srq_n) == 0x18 && offsetof(EqeCqErr, syndrome) == 0x0b &&
+              offsetof(EqePortState, port) == 0x08);
+
+// struct mlx5_eqe
+struct Eqe {
+    uint8_t rsvd0;
+    uint8_t type;
+    uint8_t rsvd1;
+    uint8_t sub_type;
+    uint8_t rsvd2[28];
+    EqeData data;
+    uint8_t rsvd3[2];
+    uint8_t signature;
+    uint8_t owner;
+};
+static_assert(sizeof(Eqe) == 64 && offsetof(Eqe, data) == 0x20 && offsetof(Eqe, owner) == 0x3f);
+
+struct Eq {
+    uint32_t eqn = 0;
+    uint8_t log_size = 0;
+    uint32_t uar = 0;
+    uint16_t intr = 0;
+    uint8_t log_page_size = 0;
+    PageList buf;
+    std::bitset<256> events;  // event types this EQ receives
+    uint32_t pi = 0;          // EQEs produced (the driver sees it mod 2^24)
+    uint32_t ci = 0;          // consumer counter from the last doorbell (24 bits)
+    bool armed = false;
+    uint8_t status = 0;       // eqc.status: 0 OK, 0xa write failure / overflow
+    uint64_t eqes = 0;
+    uint64_t interrupts = 0;
+
+    uint32_t nent() const { return 1u << log_size; }
+    uint32_t outstanding() const { return (pi - ci) & 0xffffff; }
+};
+
+class EqTable {
+  public:
+    static constexpr uint8_t kStatusOk = 0x0;
+    static constexpr uint8_t kStatusWriteFailure = 0xa;
+    // eqc.st
+    static constexpr uint8_t kStArmed = 0x9;
+    static constexpr uint8_t kStFired = 0xa;
+
+    explicit EqTable(Device &dev) : dev_(dev) {}
+    void reset();
+
+    void cmd_create_eq(CmdCtx &c);
+    void cmd_destroy_eq(CmdCtx &c);
+    void cmd_query_eq(CmdCtx &c);
+
+    // EQ doorbell: value = eqn << 24 | consumer counter; arm at +0x40 only.
+    void doorbell(uint32_t uar, bool arm, uint32_t value);
+
+    // Writes an EQE to EQ eqn; false if it was dropped (no EQ, overflow).
+    bool post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &data);
+    // Writes an EQE to the EQ subscribed to type (async events).
+    bool post_event(uint8_t type, uint8_t sub_type, const EqeData &data);
+    // Command completion EQE (type 0x0a) with the bitmask of slots.
+    void post_cmd_completion(uint32_t slots);
+    const Eq *subscriber(uint8_t type) const;
+    Eq *find(uint32_t eqn);
+    size_t count() const { return eqs_.size(); }
+    std::string info() const;
+
+  private:
+    void fire(Eq &eq);
+
+    Device &dev_;
+    std::map<uint32_t, Eq> eqs_;
+};
+
+}  // namespace hca

@@ -1,0 +1,395 @@
+#include "objects/mkey.h"
+
+#include <fmt/format.h>
+
+#include "be.h"
+#include "device.h"
+
+namespace hca {
+
+using ifc::mkc;
+
+const char *xlat_error_name(XlatError e) {
+    switch (e) {
+    case XlatError::None: return "ok";
+    case XlatError::BadKey: return "no such key (index or variant)";
+    case XlatError::Free: return "key is free (not enabled)";
+    case XlatError::BadPd: return "key belongs to another PD";
+    case XlatError::Bounds: return "range outside the memory region";
+    case XlatError::Access: return "access right missing";
+    case XlatError::NoTranslation: return "translation entry missing";
+    }
+    return "?";
+}
+
+void MkeyTable::reset() {
+    dev_.budget.give(mtt_entries_);
+    mtt_entries_ = 0;
+    mkeys_.clear();
+    ids_.reset();
+}
+
+const Mkey *MkeyTable::find(uint32_t key) const {
+    auto it = mkeys_.find(key >> 8);
+    return it == mkeys_.end() || it->second.variant != (key & 0xff) ? nullptr : &it->second;
+}
+
+XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                               std::vector<DmaChunk> &out) const {
+    const Mkey *m = find(key);
+    if (!m) {
+        return XlatError::BadKey;
+    }
+    if (m->free) {
+        return XlatError::Free;
+    }
+    if (m->pd != pd) {
+        return XlatError::BadPd;
+    }
+    if (((access & kAccLocalWrite) && !m->lw) || ((access & kAccRemoteRead) && !m->rr) ||
+        ((access & kAccRemoteWrite) && !m->rw) || ((access & kAccRemoteAtomic) && !m->a) ||
+        ((access & kAccLocalRead) && !m->lr)) {
+        return XlatError::Access;
+    }
+    if (len == 0) {
+        return XlatError::None;
+    }
+    if (!m->length64 && (va < m->start || len > m->len || va - m->start > m->len - len)) {
+        return XlatError::Bounds;
+    }
+    auto push = [&out](uint64_t addr, uint64_t n) {
+        if (!out.empty() && out.back().addr + out.back().len == addr && out.back().len + n <= UINT32_MAX) {
+            out.back().len += static_cast<uint32_t>(n);
+        } else {
+            out.push_back({addr, static_cast<uint32_t>(n)});
+        }
+    };
+    if (m->mode == MkeyMode::Pa) {
+        // Physical addressing: the address is the bus address.
+        push(va, len);
+        return XlatError::None;
+    }
+    if (m->mode != MkeyMode::Mtt) {
+        return XlatError::NoTranslation;
+    }
+    // MTT: entry = (page of va) - (page of start); the first page may be
+    // entered at an offset (start not page aligned).
+    const unsigned shift = m->log_page_size;
+    const uint64_t psize = uint64_t{1} << shift;
+    const uint64_t base = m->start & ~(psize - 1);
+    uint64_t cur = va;
+    uint64_t left = len;
+    while (left) {
+        const uint64_t entry = ((cur & ~(psize - 1)) - base) >> shift;
+        if (entry >= m->mtt.size()) {
+            return XlatError::NoTranslation;
+        }
+        const uint64_t in_page = cur & (psize - 1);
+        const uint64_t n = std::min(left, psize - in_page);
+        push(m->mtt[entry] + in_page, n);
+        cur += n;
+        left -= n;
+    }
+    return XlatError::None;
+}
+
+bool MkeyTable::invalidate(uint32_t key, uint32_t pd) {
+    auto it = mkeys_.find(key >> 8);
+    if (it == mkeys_.end() || it->second.variant != (key & 0xff) || it->second.pd != pd) {
+        dev_.trace(kTrMkey, "invalidate key=0x{:x} refused", key);
+        return false;
+    }
+    it->second.free = true;
+    dev_.trace(kTrMkey, "invalidate key=0x{:x}", key);
+    return true;
+}
+
+const char *umr_error_name(UmrError e) {
+    switch (e) {
+    case UmrError::None: return "ok";
+    case UmrError::NoKey: return "no such key";
+    case UmrError::NotUmrEnabled: return "key was not created with umr_en";
+    case UmrError::Variant: return "key variant does not match and the KEY mask bit is clear";
+    case UmrError::IsFree: return "key is free (CHECK_FREE)";
+    case UmrError::NotFree: return "key is not free (CHECK_NOT_FREE)";
+    case UmrError::BadPd: return "key belongs to another PD than the QP";
+    case UmrError::BadMask: return "unsupported mkey_mask bit or check mode";
+    case UmrError::BadPageSize: return "log_page_size outside 12..30";
+    case UmrError::XltTooLong: return "translation entries beyond translations_octword_size";
+    case UmrError::XltNoMtt: return "translation entries for a key that is not MTT";
+    case UmrError::XltOffset: return "xlt_offset_47_16 without umr_extended_translation_offset";
+    case UmrError::Budget: return "the device's translation-entry budget is spent";
+    }
+    return "?";
+}
+
+UmrError MkeyTable::charge_xlt(Mkey &m, const UmrOp &op) {
+    if (op.xlt.empty()) {
+        return UmrError::None;
+    }
+    if (m.mode != MkeyMode::Mtt) {
+        return UmrError::XltNoMtt;
+    }
+    if (op.xlt_offset_high) {
+        return UmrError::XltOffset;
+    }
+    // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
+    // a key sized for 4 entries receives 8, the last ones zero padding.
+    const uint64_t end = op.xlt_first + op.xlt.size();
+    if (end > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
+        return UmrError::XltTooLong;
+    }
+    // Entries are stored as loaded; growing the table is charged to the
+    // budget (the last check: nothing fails after it).
+    if (end > m.mtt.size()) {
+        if (!dev_.budget.take(end - m.mtt.size())) {
+            return UmrError::Budget;
+        }
+        mtt_entries_ += end - m.mtt.size();
+    }
+    return UmrError::None;
+}
+
+UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
+    auto it = mkeys_.find(op.key >> 8);
+    if (it == mkeys_.end()) {
+        return UmrError::NoKey;
+    }
+    Mkey &m = it->second;
+    if (!m.umr_en) {
+        return UmrError::NotUmrEnabled;
+    }
+    if ((op.mask & ~UmrOp::kMaskSupported) || (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckMask) {
+        return UmrError::BadMask;
+    }
+    if (!(op.mask & UmrOp::kMaskKey) && m.variant != (op.key & 0xff)) {
+        return UmrError::Variant;
+    }
+    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree && m.free) {
+        return UmrError::IsFree;
+    }
+    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree && !m.free) {
+        return UmrError::NotFree;
+    }
+    if (qp_pd && m.pd != *qp_pd) {
+        return UmrError::BadPd;
+    }
+    auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
+    if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > 30)) {
+        return UmrError::BadPageSize;
+    }
+    if (const UmrError e = charge_xlt(m, op); e != UmrError::None) {
+        return e;
+    }
+    // Checks passed: apply.
+    if (op.mask & UmrOp::kMaskLen) {
+        m.len = f(mkc::len);
+        m.length64 = f(mkc::length64);
+    }
+    if (op.mask & UmrOp::kMaskPageSize) {
+        m.log_page_size = static_cast<uint8_t>(f(mkc::log_page_size));
+    }
+    if (op.mask & UmrOp::kMaskStartAddr) {
+        m.start = f(mkc::start_addr);
+    }
+    if (op.mask & UmrOp::kMaskPd) {
+        m.pd = static_cast<uint32_t>(f(mkc::pd));
+    }
+    if (op.mask & UmrOp::kMaskEnRinval) {
+        m.en_rinval = f(mkc::en_rinval);
+    }
+    if (op.mask & UmrOp::kMaskKey) {
+        m.variant = static_cast<uint8_t>(f(mkc::mkey_7_0));
+    }
+    if (op.mask & UmrOp::kMaskQpn) {
+        m.qpn = static_cast<uint32_t>(f(mkc::qpn));
+    }
+    if (op.mask & UmrOp::kMaskLr) {
+        m.lr = f(mkc::lr);
+    }
+    if (op.mask & UmrOp::kMaskLw) {
+        m.lw = f(mkc::lw);
+    }
+    if (op.mask & UmrOp::kMaskRr) {
+        m.rr = f(mkc::rr);
+    }
+    if (op.mask & UmrOp::kMaskRw) {
+        m.rw = f(mkc::rw);
+    }
+    if (op.mask & UmrOp::kMaskA) {
+        m.a = f(mkc::a);
+    }
+    if (!op.xlt.empty()) {
+        if (m.mtt.size() < op.xlt_first + op.xlt.size()) {
+            m.mtt.resize(op.xlt_first + op.xlt.size());
+        }
+        for (size_t i = 0; i < op.xlt.size(); ++i) {
+            m.mtt[op.xlt_first + i] = op.xlt[i] & ~uint64_t{7};  // low bits: MLX5_IB_MTT_READ/WRITE
+        }
+    }
+    if (op.mask & UmrOp::kMaskFree) {
+        m.free = f(mkc::free_);
+    }
+    dev_.trace(kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
+               "xlt={}@{} access={}{}{}{}{} free={}",
+               m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
+               op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
+               m.a ? "A" : "-", m.free);
+    return UmrError::None;
+}
+
+void MkeyTable::cmd_create_mkey(CmdCtx &c) {
+    const ifc::Block e = ifc::create_mkey_in::memory_key_mkey_entry;
+    Mkey m;
+    const uint32_t mode = static_cast<uint32_t>(c.get(ifc::in(e, mkc::access_mode_4_2)) << 2 |
+                                                c.get(ifc::in(e, mkc::access_mode_1_0)));
+    m.pd = static_cast<uint32_t>(c.get(ifc::in(e, mkc::pd)));
+    m.variant = static_cast<uint8_t>(c.get(ifc::in(e, mkc::mkey_7_0)));
+    m.qpn = static_cast<uint32_t>(c.get(ifc::in(e, mkc::qpn)));
+    m.uid = static_cast<uint16_t>(c.get(ifc::create_mkey_in::uid));
+    m.free = c.get(ifc::in(e, mkc::free_));
+    m.umr_en = c.get(ifc::in(e, mkc::umr_en));
+    m.lr = c.get(ifc::in(e, mkc::lr));
+    m.lw = c.get(ifc::in(e, mkc::lw));
+    m.rr = c.get(ifc::in(e, mkc::rr));
+    m.rw = c.get(ifc::in(e, mkc::rw));
+    m.a = c.get(ifc::in(e, mkc::a));
+    m.length64 = c.get(ifc::in(e, mkc::length64));
+    m.en_rinval = c.get(ifc::in(e, mkc::en_rinval));
+    m.start = c.get(ifc::in(e, mkc::start_addr));
+    m.len = c.get(ifc::in(e, mkc::len));
+    m.log_page_size = static_cast<uint8_t>(c.get(ifc::in(e, mkc::log_page_size)));
+    m.octwords = static_cast<uint32_t>(c.get(ifc::in(e, mkc::translations_octword_size)));
+
+    if (!dev_.pds.pd_exists(m.pd)) {
+        c.fail(Status::BAD_PARAM, "mkey PD {} does not exist", m.pd);
+        return;
+    }
+    if (mode > 1) {
+        c.fail(Status::BAD_PARAM, "access mode {} (KLM/KSM) is not supported (umr_indirect_mkey_disabled)", mode);
+        return;
+    }
+    m.mode = static_cast<MkeyMode>(mode);
+    if (m.mode == MkeyMode::Mtt) {
+        if (m.log_page_size < 12 || m.log_page_size > 12 + 18) {
+            c.fail(Status::BAD_PARAM, "log_page_size {} outside 12..30", m.log_page_size);
+            return;
+        }
+        if (m.length64) {
+            c.fail(Status::BAD_PARAM, "length64 with MTT translation");
+            return;
+        }
+        const uint64_t psize = uint64_t{1} << m.log_page_size;
+        const uint64_t pages = m.len ? ((m.start & (psize - 1)) + m.len + psize - 1) >> m.log_page_size : 0;
+        const uint64_t actual = c.get(ifc::create_mkey_in::translations_octword_actual_size);
+        const auto pas = c.in_block(ifc::create_mkey_in::klm_pas_mtt);
+        if (!m.free && pages > uint64_t{m.octwords} * 2) {
+            c.fail(Status::BAD_PARAM, "translations_octword_size {} cannot map {} pages", m.octwords, pages);
+            return;
+        }
+        if (actual * 16 > pas.size()) {
+            c.fail(Status::BAD_INPUT_LEN, "translations_octword_actual_size {} exceeds the inbox", actual);
+            return;
+        }
+        if (m.octwords > limits::kMkeyOctwords) {
+            c.fail(Status::BAD_PARAM, "translations_octword_size {} exceeds {}", m.octwords, limits::kMkeyOctwords);
+            return;
+        }
+        const uint64_t have = std::min<uint64_t>(actual * 2, pages);
+        if (!m.free && have < pages) {
+            c.fail(Status::BAD_PARAM, "{} page entries given for {} pages", actual * 2, pages);
+            return;
+        }
+        // Only the entries given are stored: the MR cache creates thousands
+        // of free keys with room for up to 2^17 entries that a UMR fills later.
+        if (!dev_.budget.take(have)) {
+            c.fail(Status::LIM, "{} translation entries exceed the device's budget ({} of {} in use)", have,
+                   dev_.budget.used(), dev_.budget.max());
+            return;
+        }
+        mtt_entries_ += have;
+        m.mtt.resize(have);
+        for (uint64_t i = 0; i < have; ++i) {
+            // Low bits may carry MLX5_IB_MTT_PRESENT/READ/WRITE flags.
+            m.mtt[i] = load_be64(pas.data() + i * 8) & ~uint64_t{7};
+        }
+    }
+    auto index = ids_.alloc();
+    if (!index || mkeys_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_mkey))) {
+        if (index) {
+            ids_.release(*index);
+        }
+        dev_.budget.give(m.mtt.size());
+        mtt_entries_ -= m.mtt.size();
+        c.fail(Status::NO_RES, "all memory keys are in use");
+        return;
+    }
+    m.index = *index;
+    c.set(ifc::create_mkey_out::mkey_index, m.index);
+    dev_.trace(kTrObj, "create_mkey key=0x{:x} mode={} pd={} start=0x{:x} len=0x{:x}{} page={} entries={} "
+               "access={}{}{}{}{} free={}",
+               m.key(), m.mode == MkeyMode::Pa ? "PA" : "MTT", m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
+               m.log_page_size, m.mtt.size(), m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
+               m.a ? "A" : "-", m.free);
+    mkeys_.emplace(m.index, std::move(m));
+}
+
+void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
+    const uint32_t index = static_cast<uint32_t>(c.get(ifc::destroy_mkey_in::mkey_index));
+    auto it = mkeys_.find(index);
+    if (it == mkeys_.end()) {
+        c.fail(Status::BAD_RES, "mkey index 0x{:x} does not exist", index);
+        return;
+    }
+    dev_.trace(kTrObj, "destroy_mkey key=0x{:x}", it->second.key());
+    dev_.budget.give(it->second.mtt.size());
+    mtt_entries_ -= it->second.mtt.size();
+    mkeys_.erase(it);
+    ids_.release(index);
+}
+
+void MkeyTable::cmd_query_mkey(CmdCtx &c) {
+    const uint32_t index = static_cast<uint32_t>(c.get(ifc::query_mkey_in::mkey_index));
+    auto it = mkeys_.find(index);
+    if (it == mkeys_.end()) {
+        c.fail(Status::BAD_RES, "mkey index 0x{:x} does not exist", index);
+        return;
+    }
+    const Mkey &m = it->second;
+    const ifc::Block e = ifc::query_mkey_out::memory_key_mkey_entry;
+    c.set(ifc::in(e, mkc::free_), m.free);
+    c.set(ifc::in(e, mkc::access_mode_1_0), static_cast<uint8_t>(m.mode) & 3);
+    c.set(ifc::in(e, mkc::access_mode_4_2), static_cast<uint8_t>(m.mode) >> 2);
+    c.set(ifc::in(e, mkc::umr_en), m.umr_en);
+    c.set(ifc::in(e, mkc::lr), m.lr);
+    c.set(ifc::in(e, mkc::lw), m.lw);
+    c.set(ifc::in(e, mkc::rr), m.rr);
+    c.set(ifc::in(e, mkc::rw), m.rw);
+    c.set(ifc::in(e, mkc::a), m.a);
+    c.set(ifc::in(e, mkc::qpn), m.qpn);
+    c.set(ifc::in(e, mkc::mkey_7_0), m.variant);
+    c.set(ifc::in(e, mkc::length64), m.length64);
+    c.set(ifc::in(e, mkc::en_rinval), m.en_rinval);
+    c.set(ifc::in(e, mkc::pd), m.pd);
+    c.set(ifc::in(e, mkc::start_addr), m.start);
+    c.set(ifc::in(e, mkc::len), m.len);
+    c.set(ifc::in(e, mkc::translations_octword_size), m.octwords);
+    c.set(ifc::in(e, mkc::log_page_size), m.log_page_size);
+}
+
+std::string MkeyTable::info() const {
+    std::string s = fmt::format("memory keys: {}\n", mkeys_.size());
+    size_t shown = 0;
+    for (const auto &[index, m] : mkeys_) {
+        if (++shown > 64) {
+            s += "  ...\n";
+            break;
+        }
+        fmt::format_to(std::back_inserter(s), "  key=0x{:08x} {} pd={} start=0x{:x} len=0x{:x}{} entries={}{}\n",
+                       m.key(), m.mode == MkeyMode::Pa ? "PA " : "MTT", m.pd, m.start, m.len,
+                       m.length64 ? "+" : "", m.mtt.size(), m.free ? " free" : "");
+    }
+    return s;
+}
+
+}  // namespace hca

@@ -1,0 +1,147 @@
+// Memory keys (CREATE/DESTROY/QUERY_MKEY) and the translation every SGE,
+// RDMA address and atomic goes through: key variant, free state, PD, bounds,
+// access rights, then physical (PA) or page-table (MTT) translation.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "objects/ids.h"
+
+namespace hca {
+
+struct CmdCtx;
+class Device;
+
+// mkc.access_mode (4:2 and 1:0 together).
+enum class MkeyMode : uint8_t { Pa = 0, Mtt = 1, Klm = 2, Ksm = 3 };
+
+// Access rights needed by an operation.
+enum Access : uint8_t {
+    kAccLocalRead = 1,
+    kAccLocalWrite = 2,
+    kAccRemoteRead = 4,
+    kAccRemoteWrite = 8,
+    kAccRemoteAtomic = 16,
+};
+
+struct Mkey {
+    uint32_t index = 0;
+    uint8_t variant = 0;  // mkc.mkey_7_0
+    uint32_t pd = 0;
+    uint32_t qpn = 0xffffff;
+    uint16_t uid = 0;
+    MkeyMode mode = MkeyMode::Pa;
+    bool free = false;
+    bool umr_en = false;
+    bool lr = false, lw = false, rr = false, rw = false, a = false;
+    bool length64 = false;
+    bool en_rinval = false;
+    uint64_t start = 0;
+    uint64_t len = 0;
+    uint8_t log_page_size = 12;
+    uint32_t octwords = 0;      // translations_octword_size
+    std::vector<uint64_t> mtt;  // page addresses (MTT mode)
+
+    uint32_t key() const { return index << 8 | variant; }
+};
+
+// One physically contiguous piece of a translated range.
+struct DmaChunk {
+    uint64_t addr;
+    uint32_t len;
+};
+
+enum class XlatError : uint8_t { None, BadKey, Free, BadPd, Bounds, Access, NoTranslation };
+const char *xlat_error_name(XlatError e);
+
+// A user-mode memory registration (UMR WQE, include/linux/mlx5/qp.h
+// mlx5_wqe_umr_ctrl_seg + mlx5_mkey_seg): which fields of the mkey change
+// (mkey_mask, MLX5_MKEY_MASK_*), the new values, and translation entries
+// to load at an offset.
+struct UmrOp {
+    // mlx5_wqe_umr_ctrl_seg.flags
+    static constexpr uint8_t kOffsetEn = 1 << 4;
+    static constexpr uint8_t kCheckMask = 3 << 5;
+    static constexpr uint8_t kCheckNotFree = 1 << 5;  // fail unless the key is free
+    static constexpr uint8_t kCheckFree = 2 << 5;     // fail if the key is free
+    static constexpr uint8_t kInline = 1 << 7;
+    // MLX5_MKEY_MASK_*
+    static constexpr uint64_t kMaskLen = 1ull << 0;
+    static constexpr uint64_t kMaskPageSize = 1ull << 1;
+    static constexpr uint64_t kMaskStartAddr = 1ull << 6;
+    static constexpr uint64_t kMaskPd = 1ull << 7;
+    static constexpr uint64_t kMaskEnRinval = 1ull << 8;
+    static constexpr uint64_t kMaskEnSigerr = 1ull << 9;
+    static constexpr uint64_t kMaskBsfEn = 1ull << 12;
+    static constexpr uint64_t kMaskKey = 1ull << 13;
+    static constexpr uint64_t kMaskQpn = 1ull << 14;
+    static constexpr uint64_t kMaskLr = 1ull << 17;
+    static constexpr uint64_t kMaskLw = 1ull << 18;
+    static constexpr uint64_t kMaskRr = 1ull << 19;
+    static constexpr uint64_t kMaskRw = 1ull << 20;
+    static constexpr uint64_t kMaskA = 1ull << 21;
+    static constexpr uint64_t kMaskSmallFence = 1ull << 23;
+    static constexpr uint64_t kMaskRoWrite = 1ull << 25;
+    static constexpr uint64_t kMaskFree = 1ull << 29;
+    static constexpr uint64_t kMaskRoRead = 1ull << 47;
+    static constexpr uint64_t kMaskSupported = kMaskLen | kMaskPageSize | kMaskStartAddr | kMaskPd | kMaskEnRinval |
+                                               kMaskKey | kMaskQpn | kMaskLr | kMaskLw | kMaskRr | kMaskRw | kMaskA |
+                                               kMaskSmallFence | kMaskRoWrite | kMaskFree | kMaskRoRead;
+
+    uint32_t key = 0;       // ctrl imm: the key to modify
+    uint8_t flags = 0;
+    uint64_t mask = 0;
+    const uint8_t *mkc = nullptr;     // 64-byte mkey segment (mkc layout)
+    uint64_t xlt_first = 0;           // first translation entry to load
+    bool xlt_offset_high = false;     // xlt_offset_47_16 set (needs umr_extended_translation_offset)
+    std::vector<uint64_t> xlt;        // entries (big-endian decoded)
+};
+
+// Why a UMR failed; the WQE completes in error with kSyndLocalProt for the
+// key checks and kSyndLocalQpOp for malformed requests.
+enum class UmrError : uint8_t { None, NoKey, NotUmrEnabled, Variant, IsFree, NotFree, BadPd, BadMask, BadPageSize,
+                                XltTooLong, XltNoMtt, XltOffset, Budget };
+const char *umr_error_name(UmrError e);
+
+class MkeyTable {
+  public:
+    static constexpr uint32_t kFirstIndex = 2;  // 0 and 1 would collide with MLX5_INVALID_LKEY (0x100)
+
+    explicit MkeyTable(Device &dev) : dev_(dev) {}
+    void reset();
+    size_t count() const { return mkeys_.size(); }
+    uint64_t mtt_entries() const { return mtt_entries_; }
+    const Mkey *find(uint32_t key) const;
+
+    // Translates [va, va+len) of key for an object of protection domain pd;
+    // appends the physical pieces to out (merging adjacent ones).
+    XlatError translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                        std::vector<DmaChunk> &out) const;
+
+    // Remote or local invalidation: the key becomes free (IBA 10.6.5).
+    bool invalidate(uint32_t key, uint32_t pd);
+
+    // Applies a UMR. qp_pd is the PD of the issuing QP, or nullptr for the
+    // privileged UMR QP, which may modify a key of any PD.
+    UmrError umr(const UmrOp &op, const uint32_t *qp_pd);
+
+    void cmd_create_mkey(CmdCtx &c);
+    void cmd_destroy_mkey(CmdCtx &c);
+    void cmd_query_mkey(CmdCtx &c);
+    std::string info() const;
+
+  private:
+    // The checks of a UMR's translation entries; the last one charges the
+    // entries the table grows by to the budget.
+    UmrError charge_xlt(Mkey &m, const UmrOp &op);
+
+    Device &dev_;
+    IdAllocator ids_{kFirstIndex, 1u << 24};
+    std::map<uint32_t, Mkey> mkeys_;  // by index
+    uint64_t mtt_entries_ = 0;        // of all keys, charged to the device's budget
+};
+
+}  // namespace hca

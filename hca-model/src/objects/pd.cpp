@@ -1,0 +1,52 @@
+#include "objects/pd.h"
+
+#include "device.h"
+
+namespace hca {
+
+void PdTable::reset() {
+    pds_.reset();
+    xrcds_.reset();
+}
+
+void PdTable::cmd_alloc_pd(CmdCtx &c) {
+    pds_.set_limit(1u + (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_pd)));
+    auto pdn = pds_.alloc();
+    if (!pdn) {
+        c.fail(Status::NO_RES, "all protection domains are in use");
+        return;
+    }
+    c.set(ifc::alloc_pd_out::pd, *pdn);
+    dev_.trace(kTrObj, "alloc_pd pd={} uid={}", *pdn, c.get(ifc::alloc_pd_in::uid));
+}
+
+void PdTable::cmd_dealloc_pd(CmdCtx &c) {
+    const uint32_t pdn = static_cast<uint32_t>(c.get(ifc::dealloc_pd_in::pd));
+    if (!pds_.release(pdn)) {
+        c.fail(Status::BAD_RES, "PD {} does not exist", pdn);
+        return;
+    }
+    dev_.trace(kTrObj, "dealloc_pd pd={}", pdn);
+}
+
+void PdTable::cmd_alloc_xrcd(CmdCtx &c) {
+    xrcds_.set_limit(1u + (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_xrcd)));
+    auto x = xrcds_.alloc();
+    if (!x) {
+        c.fail(Status::NO_RES, "all XRC domains are in use");
+        return;
+    }
+    c.set(ifc::alloc_xrcd_out::xrcd, *x);
+    dev_.trace(kTrObj, "alloc_xrcd xrcd={}", *x);
+}
+
+void PdTable::cmd_dealloc_xrcd(CmdCtx &c) {
+    const uint32_t x = static_cast<uint32_t>(c.get(ifc::dealloc_xrcd_in::xrcd));
+    if (!xrcds_.release(x)) {
+        c.fail(Status::BAD_RES, "XRCD {} does not exist", x);
+        return;
+    }
+    dev_.trace(kTrObj, "dealloc_xrcd xrcd={}", x);
+}
+
+}  // namespace hca
