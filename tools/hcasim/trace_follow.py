@@ -175,38 +175,42 @@ class Follow:
         self.steps.append(Step(e.t if t_adj is None else t_adj, self.order, node, e.seq, e.t, label, detail))
 
     def run(self):
-        w = self.w
-        a = self.a
-        f = w.fetch
-        q, idx = w.qpn, w.index
+        """The requester's steps, then each peer that received its packets."""
+        self.before_fetch()
+        evs_a = [e for e in window(self.a, self.w.fetch.t, self.w.fetch.t + self.window, _relevant)
+                 if e.seq >= self.w.fetch.seq]
+        sent, cqe = self.sent_and_cqe(evs_a)
+        resp_ids = self.requester(evs_a, sent, cqe)
+        self.peers(evs_a, sent, resp_ids)
+
+    def before_fetch(self):
+        """Doorbell write, BlueFlame copy, SQ doorbell, doorbell record, waits, and the fetch."""
+        w, name, q = self.w, self.a.name, self.w.qpn
         if w.doorbell_write is not None:
             d = w.doorbell_write
-            self.add(a.name, d, "doorbell write", f"UAR {d.get('uar')} +{d.get('offset')} {d.get('size')} bytes "
+            self.add(name, d, "doorbell write", f"UAR {d.get('uar')} +{d.get('offset')} {d.get('size')} bytes "
                      f"data={d.get('data')}")
         if w.blueflame is not None:
             b = w.blueflame
-            self.add(a.name, b, "BlueFlame copy", f"{b.get('bytes')} bytes of the WQE written through UAR "
+            self.add(name, b, "BlueFlame copy", f"{b.get('bytes')} bytes of the WQE written through UAR "
                      f"{b.get('uar')} +{b.get('offset')}")
         if w.doorbell is not None:
             d = w.doorbell
-            self.add(a.name, d, "SQ doorbell", f"qpn=0x{q:x} names WQE {d.get('wqe_index')} {d.get('opcode')} "
+            self.add(name, d, "SQ doorbell", f"qpn=0x{q:x} names WQE {d.get('wqe_index')} {d.get('opcode')} "
                      f"ds={d.get('ds')}")
         if w.dbr is not None:
             d = w.dbr
-            self.add(a.name, d, "doorbell record", f"sq_pi={d.get('sq_pi')} sq_ci={d.get('sq_ci')} "
+            self.add(name, d, "doorbell record", f"sq_pi={d.get('sq_pi')} sq_ci={d.get('sq_ci')} "
                      f"({d.get('posted')} WQEBBs posted)")
         for b in w.blocked:
-            self.add(a.name, b, "blocked", b.body)
+            self.add(name, b, "blocked", b.body)
         segs, _ = trace_wqe.layout(w)
-        desc = "; ".join(_seg_summary(s) for s in segs)
-        self.add(a.name, f, "WQE fetch", desc)
+        self.add(name, w.fetch, "WQE fetch", "; ".join(_seg_summary(s) for s in segs))
 
-        # The requester's side, from the fetch on.
-        evs_a = window(a, f.t, f.t + self.window, _relevant)
-        evs_a = [e for e in evs_a if e.seq >= f.seq]
+    def sent_and_cqe(self, evs_a):
+        """The WQE's packets and its send CQE (or the later CQE that completed it)."""
+        f, q, idx = self.w.fetch, self.w.qpn, self.w.index
         sent = []
-        cqe = None
-        resp_ids = set()
         next_fetch = None
         for e in evs_a:
             if e.cat == "pkt" and e.ev == "send" and e.int("qpn") == q and (
@@ -216,25 +220,28 @@ class Follow:
                 sent.append(e)
             elif e.cat == "cqe" and e.ev == "cqe" and e.int("qpn") == q and e.cqe_kind() in ("REQ", "REQ_ERR"):
                 if e.int("wqe_counter") == idx:
-                    cqe = e
-                    break
+                    return sent, e
                 ahead = (e.int("wqe_counter", idx) - idx) & 0xffff
                 if sent and 0 < ahead < 0x8000:
                     self.notes.append(f"no CQE of its own (ce={f.get('ce')}, unsignaled): completed with WQE "
                                       f"{e.get('wqe_counter')}'s CQE (seq {e.seq})")
-                    cqe = e
-                    break
+                    return sent, e
             elif e.cat == "wqe" and e.ev == "fetch" and e.int("qpn") == q and e.seq > f.seq:
                 next_fetch = e
+        return sent, None
+
+    def requester(self, evs_a, sent, cqe):
+        """Packets sent, responses and ACKs back, QP events, the send CQE and
+        its event path; returns the ids of the responses."""
+        name, f, q = self.a.name, self.w.fetch, self.w.qpn
         psns = [e.int("psn") for e in sent]
         first_psn, last_psn = (psns[0], psns[-1]) if psns else (None, None)
-        if cqe is not None and cqe.int("pkt") is not None:
-            resp_ids.add(cqe.int("pkt"))
+        resp_ids = {cqe.int("pkt")} if cqe is not None and cqe.int("pkt") is not None else set()
         seen_psn = set()
         for e in sent:
             retx = e.int("psn") in seen_psn
             seen_psn.add(e.int("psn"))
-            self.add(a.name, e, "packet resent" if retx else "packet sent",
+            self.add(name, e, "packet resent" if retx else "packet sent",
                      f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')} len={e.get('len')} "
                      f"dlid={e.get('dlid')} dqpn={e.get('dqpn')}")
         stop = cqe.seq if cqe is not None else None
@@ -248,29 +255,32 @@ class Follow:
                          or (e.pkt_opcode() == "ACKNOWLEDGE" and sent and e.seq > sent[-1].seq
                              and tp.psn_diff(e.int("psn"), last_psn) >= 0)):
                 resp_ids.add(e.int("id"))
-                self.add(a.name, e, "response received", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')}")
+                self.add(name, e, "response received", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')}")
             elif e.cat == "pkt" and e.ev == "ack" and e.int("qpn") == q and e.int("id") in resp_ids:
-                self.add(a.name, e, "ACK processed", f"psn={e.get('psn')} msn={e.get('msn')}")
+                self.add(name, e, "ACK processed", f"psn={e.get('psn')} msn={e.get('msn')}")
             elif e.cat == "qp" and e.int("qpn") == q and e.ev in ("ack_timeout", "retransmit", "nak", "rnr_nak",
                                                                   "error"):
-                self.add(a.name, e, f"QP {e.ev}", e.body)
+                self.add(name, e, f"QP {e.ev}", e.body)
             elif e.cat == "pkt" and e.ev in ("drop", "ignore") and e.int("id") in resp_ids:
-                self.add(a.name, e, f"response {e.ev}", e.reason)
+                self.add(name, e, f"response {e.ev}", e.reason)
         if cqe is not None:
-            self.add(a.name, cqe, "send CQE" if cqe.cqe_kind() == "REQ" else "send CQE (error)",
+            self.add(name, cqe, "send CQE" if cqe.cqe_kind() == "REQ" else "send CQE (error)",
                      f"cqn={cqe.get('cqn')} {cqe.cqe_kind()} {cqe.get('opcode')} wqe_counter={cqe.get('wqe_counter')}"
                      + (f" byte_cnt={cqe.get('byte_cnt')}" if cqe.get('byte_cnt') else "")
                      + (f" syndrome={cqe.get('syndrome')}" if cqe.get('syndrome') else "")
                      + (f" (completed by packet {cqe.get('pkt')})" if cqe.get('pkt') else ""))
-            self.event_path(a.name, evs_a, cqe)
-        elif sent or f:
+            self.event_path(name, evs_a, cqe)
+        else:
             self.notes.append(f"no send CQE within {tp.fmt_us(self.window)} us of the fetch "
                               f"(unsignaled, still outstanding, or past the end of the trace)")
+        return resp_ids
 
-        # The peers.
+    def peers(self, evs_a, sent, resp_ids):
+        """Every other node that received one of the WQE's packets, on this node's clock."""
         ids = {e.int("id") for e in sent}
         if not ids:
             return
+        a, f = self.a, self.w.fetch
         t0 = sent[0].t
         for b in self.srcs:
             if b is a:
@@ -282,7 +292,7 @@ class Follow:
             off, lat, n1, n2 = clock_offset(evs_a + window(a, lo, f.t, _relevant), evs_b)
             self.offsets[b.name] = (off, lat, n1, n2)
             adj = (lambda t: t - off) if off is not None else (lambda t: t)
-            self.peer(b, evs_b, ids, resp_ids, adj, q)
+            self.peer(b, evs_b, ids, resp_ids, adj, self.w.qpn)
 
     def event_path(self, node, evs, cqe, adj=lambda t: t):
         """The EQE of cqe's CQ after it and the interrupt of that EQ."""
@@ -385,19 +395,34 @@ class Follow:
 
     def render(self, how):
         w = self.w
-        L = []
-        L.append(f"follow: {self.a.name} qpn=0x{w.qpn:x} ({w.qp_type or '?'}) WQE 0x{w.index:x} {w.opcode}"
-                 f" (fetch seq {w.fetch.seq}){'  — ' + how if how else ''}")
-        for node, (off, lat, n1, n2) in self.offsets.items():
-            if off is None:
-                L.append(f"clock: {node}'s times are its own (packets crossed only one way near this WQE: "
-                         f"{n1} {self.a.name}->{node}, {n2} back); deltas across nodes are not exact")
-            else:
-                L.append(f"clock: {node} = {self.a.name} {'+' if off >= 0 else '-'} {tp.fmt_us(abs(off))} us "
-                         f"(estimated from {n1} + {n2} packets crossing both ways); one-way delay "
-                         f"{tp.fmt_us(lat)} us; {node}'s steps are shown on {self.a.name}'s clock")
+        L = [f"follow: {self.a.name} qpn=0x{w.qpn:x} ({w.qp_type or '?'}) WQE 0x{w.index:x} {w.opcode}"
+             f" (fetch seq {w.fetch.seq}){'  — ' + how if how else ''}"]
+        L.extend(self.clock_lines())
         L.append("")
         steps = sorted(self.steps, key=lambda s: (s.t, s.order))
+        L.extend(self.table_lines(steps))
+        if self.notes:
+            L.append("")
+            L.extend(f"note: {n}" for n in self.notes)
+        L.append("")
+        L.extend(self.headline(steps))
+        return L
+
+    def clock_lines(self):
+        """How each peer's clock was put on this node's."""
+        me = self.a.name
+        for node, (off, lat, n1, n2) in self.offsets.items():
+            if off is None:
+                yield (f"clock: {node}'s times are its own (packets crossed only one way near this WQE: "
+                       f"{n1} {me}->{node}, {n2} back); deltas across nodes are not exact")
+            else:
+                yield (f"clock: {node} = {me} {'+' if off >= 0 else '-'} {tp.fmt_us(abs(off))} us "
+                       f"(estimated from {n1} + {n2} packets crossing both ways); one-way delay "
+                       f"{tp.fmt_us(lat)} us; {node}'s steps are shown on {me}'s clock")
+
+    @staticmethod
+    def table_lines(steps):
+        """The steps as a table, with the wire line under a step that has one."""
         t0 = steps[0].t if steps else 0
         rows = []
         prev = None
@@ -413,17 +438,15 @@ class Follow:
         def fmt(r):
             return "  ".join((c.rjust(widths[k]) if k in right else c.ljust(widths[k])) for k, c in
                              enumerate(r[:7])) + "  " + r[7]
-        L.append(fmt(hdr))
-        L.append(fmt(["-" * x for x in widths] + ["-------"]))
+        L = [fmt(hdr), fmt(["-" * x for x in widths] + ["-------"])]
         for r, s in zip(rows, steps):
             L.append(fmt(r).rstrip())
             if s.wire:
                 L.append(" " * (sum(widths) + 14) + "wire: " + s.wire)
-        if self.notes:
-            L.append("")
-            L.extend(f"note: {n}" for n in self.notes)
-        # Headline latencies.
-        L.append("")
+        return L
+
+    def headline(self, steps):
+        """Latencies from the first step to the CQEs and interrupts of both ends."""
         first = steps[0] if steps else None
 
         def at(label, node=None):
@@ -441,9 +464,7 @@ class Follow:
             s = at(label, node) if node else None
             if s is not None and first is not None:
                 parts.append(f"{name} +{tp.fmt_us(s.t - first.t)} us")
-        if parts:
-            L.append(f"from the {first.label}: " + ", ".join(parts))
-        return L
+        return [f"from the {first.label}: " + ", ".join(parts)] if parts else []
 
 
 def _seg_summary(s):

@@ -70,97 +70,128 @@ class Summary:
 
     def add(self, e):
         n = e.node
-        c, ev = e.cat, e.ev
-        self.cats[(n, c)] += 1
-        self.events[(n, f"{c} {ev}" if not e.seg else f"{c}   {ev}")] += 1
-        if c == "wqe":
-            if ev == "fetch":
-                op = e.wqe_opcode()
-                self.wqe_ops[(n, op)] += 1
-                q = self.qp(n, e.int("qpn"))
-                q["wqes"][op] += 1
+        self.cats[(n, e.cat)] += 1
+        self.events[(n, f"{e.cat} {e.ev}" if not e.seg else f"{e.cat}   {e.ev}")] += 1
+        handler = self._BY_CATEGORY.get(e.cat)
+        if handler is not None:
+            handler(self, n, e.ev, e)
+
+    # -- one counter method per trace category --------------------------------
+
+    def _wqe(self, n, ev, e):
+        if ev == "fetch":
+            op = e.wqe_opcode()
+            self.wqe_ops[(n, op)] += 1
+            q = self.qp(n, e.int("qpn"))
+            q["wqes"][op] += 1
+            self._touch(q, e)
+
+    def _pkt(self, n, ev, e):
+        if ev in ("send", "recv"):
+            op = e.pkt_opcode()
+            self.pkt[(n, ev, op)] += 1
+            qpn = e.int("qpn") if ev == "send" else e.int("dqpn")
+            if qpn is not None and qpn != 0xffffff:
+                q = self.qp(n, qpn)
+                q["tx" if ev == "send" else "rx"] += 1
                 self._touch(q, e)
-        elif c == "pkt":
-            if ev in ("send", "recv"):
-                op = e.pkt_opcode()
-                self.pkt[(n, ev, op)] += 1
-                qpn = e.int("qpn") if ev == "send" else e.int("dqpn")
-                if qpn is not None and qpn != 0xffffff:
-                    q = self.qp(n, qpn)
-                    q["tx" if ev == "send" else "rx"] += 1
-                    self._touch(q, e)
-            elif ev in ("drop", "ignore"):
-                self.error(f"packet {ev}", e.reason or e.body, e, anomaly=True)
-            elif ev == "duplicate":
-                self.error("packet duplicate", "duplicate request (retransmitted by the peer)", e, anomaly=True)
-            elif ev == "nak_out" or ev == "rnr_nak_out":
-                self.error("packet " + ev, ev, e, anomaly=True)
-        elif c == "cqe":
-            if ev == "cqe":
-                kind = e.cqe_kind()
-                self.cqe_kinds[(n, kind)] += 1
-                q = self.qp(n, e.int("qpn"))
-                self._touch(q, e)
-                if kind in ERROR_CQES:
-                    q["err"] += 1
-                    synd = e.get("syndrome", "?")
-                    # Flushed WQEs of a QP moved to ERR (teardown, a QP
-                    # error) are how the driver gets them back: not a
-                    # fault by themselves.
-                    self.error(f"{kind} CQE", f"syndrome={synd}", e, anomaly=synd.startswith("WR flushed"))
-                elif kind and kind.startswith("REQ"):
-                    q["req"] += 1
-                else:
-                    q["resp"] += 1
-                self.cqs[(n, e.int("cqn"))]["cqes"] += 1
-            elif ev == "arm":
-                self.cqs[(n, e.int("cqn"))]["arms"] += 1
-        elif c == "eq":
-            if ev == "eqe":
-                self.eqs[(n, e.int("eqn"))]["eqes"] += 1
-                cqn = e.eqe_cqn()
-                if cqn is not None and e.int("type") == 0:
-                    self.cqs[(n, cqn)]["eqes"] += 1
-            elif ev == "doorbell":
-                self.eqs[(n, e.int("eqn"))]["doorbells"] += 1
-        elif c == "irq" and ev == "msix":
+        elif ev in ("drop", "ignore"):
+            self.error(f"packet {ev}", e.reason or e.body, e, anomaly=True)
+        elif ev == "duplicate":
+            self.error("packet duplicate", "duplicate request (retransmitted by the peer)", e, anomaly=True)
+        elif ev == "nak_out" or ev == "rnr_nak_out":
+            self.error("packet " + ev, ev, e, anomaly=True)
+
+    def _cqe(self, n, ev, e):
+        if ev == "cqe":
+            kind = e.cqe_kind()
+            self.cqe_kinds[(n, kind)] += 1
+            q = self.qp(n, e.int("qpn"))
+            self._touch(q, e)
+            if kind in ERROR_CQES:
+                q["err"] += 1
+                synd = e.get("syndrome", "?")
+                # Flushed WQEs of a QP moved to ERR (teardown, a QP
+                # error) are how the driver gets them back: not a
+                # fault by themselves.
+                self.error(f"{kind} CQE", f"syndrome={synd}", e, anomaly=synd.startswith("WR flushed"))
+            elif kind and kind.startswith("REQ"):
+                q["req"] += 1
+            else:
+                q["resp"] += 1
+            self.cqs[(n, e.int("cqn"))]["cqes"] += 1
+        elif ev == "arm":
+            self.cqs[(n, e.int("cqn"))]["arms"] += 1
+
+    def _eq(self, n, ev, e):
+        if ev == "eqe":
+            self.eqs[(n, e.int("eqn"))]["eqes"] += 1
+            cqn = e.eqe_cqn()
+            if cqn is not None and e.int("type") == 0:
+                self.cqs[(n, cqn)]["eqes"] += 1
+        elif ev == "doorbell":
+            self.eqs[(n, e.int("eqn"))]["doorbells"] += 1
+
+    def _irq(self, n, ev, e):
+        if ev == "msix":
             self.eqs[(n, e.int("eqn"))]["irqs"] += 1
-        elif c == "guest_err":
-            self.error("guest error", f"{e.ev} {e.body}", e)
-        elif c == "cmd" and ev == "done":
+
+    def _guest_err(self, n, ev, e):
+        self.error("guest error", f"{e.ev} {e.body}", e)
+
+    def _cmd(self, n, ev, e):
+        if ev == "done":
             st = e.get("status", "")
             if st and not st.startswith("OK"):
                 self.error("command failed", f"{e.get('opcode')} status={st}", e)
-        elif c == "qp":
-            if ev == "error":
-                q = self.qp(n, e.int("qpn"))
-                q["state"] = "ERR"
-                self.error("QP error", e.reason or e.body, e)
-            elif ev == "transition":
-                q = self.qp(n, e.int("qpn"))
-                q["type"] = e.get("type") or q["type"]
-                if "->" in e.words:
-                    q["state"] = e.words[e.words.index("->") + 1]
-            elif ev in ("retransmit", "ack_timeout", "nak", "rnr_nak"):
-                if ev == "retransmit":
-                    self.qp(n, e.int("qpn"))["retx"] += 1
-                self.error(f"QP {ev}", ev, e, anomaly=True)
-        elif c == "mkey" and ev == "fail":
+
+    def _qp(self, n, ev, e):
+        if ev == "error":
+            q = self.qp(n, e.int("qpn"))
+            q["state"] = "ERR"
+            self.error("QP error", e.reason or e.body, e)
+        elif ev == "transition":
+            q = self.qp(n, e.int("qpn"))
+            q["type"] = e.get("type") or q["type"]
+            if "->" in e.words:
+                q["state"] = e.words[e.words.index("->") + 1]
+        elif ev in ("retransmit", "ack_timeout", "nak", "rnr_nak"):
+            if ev == "retransmit":
+                self.qp(n, e.int("qpn"))["retx"] += 1
+            self.error(f"QP {ev}", ev, e, anomaly=True)
+
+    def _mkey(self, n, ev, e):
+        if ev == "fail":
             self.error("memory key", e.reason or e.body, e)
-        elif c == "obj":
-            if ev == "create_qp":
-                q = self.qp(n, e.int("qpn"))
-                q["type"] = e.get("type")
-                q["state"] = "RST"
-            elif ev == "destroy_qp":
-                self.qp(n, e.int("qpn"))["state"] = "destroyed"
-            elif ev == "create_cq":
-                self.cqs[(n, e.int("cqn"))]["eqn"] = e.int("eqn") or 0
+
+    def _obj(self, n, ev, e):
+        if ev == "create_qp":
+            q = self.qp(n, e.int("qpn"))
+            q["type"] = e.get("type")
+            q["state"] = "RST"
+        elif ev == "destroy_qp":
+            self.qp(n, e.int("qpn"))["state"] = "destroyed"
+        elif ev == "create_cq":
+            self.cqs[(n, e.int("cqn"))]["eqn"] = e.int("eqn") or 0
+
+    _BY_CATEGORY = {"wqe": _wqe, "pkt": _pkt, "cqe": _cqe, "eq": _eq, "irq": _irq, "guest_err": _guest_err,
+                    "cmd": _cmd, "qp": _qp, "mkey": _mkey, "obj": _obj}
+
+    # -- the report ------------------------------------------------------------
 
     def render(self, srcs):
-        L = []
         nodes = [s.name for s in srcs]
-        multi = len(nodes) > 1
+        L = self.sources(srcs)
+        L.extend(self.per_node_tables(nodes))
+        L.extend(self.qp_table())
+        L.extend(self.cq_eq_tables())
+        L.extend(self.error_lines())
+        return L
+
+    @staticmethod
+    def sources(srcs):
+        """One line per node: its trace files, events, sequence numbers and time span."""
+        L = []
         for s in srcs:
             st = s.stats
             span = (f"device time {tp.fmt_us(st.first_t)} .. {tp.fmt_us(st.last_t)} us"
@@ -170,6 +201,12 @@ class Summary:
             for note in st.notes():
                 L.append(f"  note: {note}")
         L.append("")
+        return L
+
+    def per_node_tables(self, nodes):
+        """Events per category, WQEs per opcode, CQEs per kind, packets per opcode: a column per node."""
+        L = []
+        multi = len(nodes) > 1
 
         def per_node(counter, keys, title, key_header):
             rows = []
@@ -190,7 +227,9 @@ class Summary:
         per_node(self.cqe_kinds, sorted({k for (_, k) in self.cqe_kinds}, key=str), "CQEs per kind", "kind")
         pk = sorted({(d, o) for (_, d, o) in self.pkt}, key=lambda x: (x[0], str(x[1])))
         per_node(self.pkt, pk, "packets per opcode (send: leaving this port, recv: arriving)", "direction opcode")
+        return L
 
+    def qp_table(self):
         rows = []
         for (n, qpn), q in sorted(self.qps.items(), key=lambda x: (x[0][0], x[0][1] or 0)):
             if qpn is None:
@@ -199,12 +238,17 @@ class Summary:
             special = {0: "QP0 (SMI)", 1: "QP1 (GSI)"}.get(qpn, "?")
             rows.append([n, f"0x{qpn:x}", q["type"] or special, q["state"] or "-", sum(q["wqes"].values()), q["tx"],
                          q["rx"], q["req"], q["resp"], q["err"], q["retx"], wq])
-        if rows:
-            L.append("QPs (WQEs fetched, packets sent/received, CQEs requester/responder/error)")
-            L.extend("  " + x for x in table(rows, ["node", "qpn", "type", "state", "WQEs", "pkt tx", "pkt rx",
-                                                     "req CQEs", "resp CQEs", "err CQEs", "retransmits",
-                                                     "opcodes"], right={4, 5, 6, 7, 8, 9, 10}))
-            L.append("")
+        if not rows:
+            return []
+        L = ["QPs (WQEs fetched, packets sent/received, CQEs requester/responder/error)"]
+        L.extend("  " + x for x in table(rows, ["node", "qpn", "type", "state", "WQEs", "pkt tx", "pkt rx",
+                                                 "req CQEs", "resp CQEs", "err CQEs", "retransmits",
+                                                 "opcodes"], right={4, 5, 6, 7, 8, 9, 10}))
+        L.append("")
+        return L
+
+    def cq_eq_tables(self):
+        L = []
         rows = [[n, f"0x{cqn:x}", c.get("eqn", "-"), c["cqes"], c["arms"], c["eqes"]]
                 for (n, cqn), c in sorted(self.cqs.items(), key=lambda x: (x[0][0], x[0][1] or 0)) if cqn is not None]
         if rows:
@@ -219,6 +263,11 @@ class Summary:
             L.extend("  " + x for x in table(rows, ["node", "eqn", "EQEs", "interrupts", "doorbells"],
                                              right={1, 2, 3, 4}))
             L.append("")
+        return L
+
+    def error_lines(self):
+        """Errors, then anomalies: the 25 commonest shapes of each with their first occurrence."""
+        L = []
         for title, counter in (("errors", self.errors), ("anomalies (drops, retransmissions: recovered)",
                                                         self.anomalies)):
             total = sum(counter.values())
