@@ -11,7 +11,7 @@ PACKAGES = [
     "build-essential", "cmake", "ninja-build", "pkg-config", "meson", "python3",
     "clang", "libclang-rt-14-dev", "ccache",
     # libraries of hcasim
-    "catch2", "libboost-dev", "libibverbs-dev", "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "zlib1g-dev",
+    "catch2", "libboost-dev", "libibverbs-dev", "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "zlib1g-dev", "libdeflate-dev",
     # Debian's QEMU 7.2 source build (x86_64-softmmu, virtfs) and its firmware
     "dpkg-dev", "libglib2.0-dev", "libpixman-1-dev", "libfdt-dev", "libcap-ng-dev", "libattr1-dev",
     "seabios", "qemu-system-data",
