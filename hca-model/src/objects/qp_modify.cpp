@@ -15,7 +15,7 @@ using ifc::qpc;
 
 namespace {
 
-// Modify opcodes and the state each starts from / leads to.
+// Modify opcodes (fw/prm.h) and the state each starts from / leads to.
 struct Transition {
     uint16_t opcode;
     const char *name;
@@ -23,20 +23,16 @@ struct Transition {
     QpState to;
 };
 
-constexpr uint16_t kOpRst2Init = 0x502, kOpInit2Rtr = 0x503, kOpRtr2Rts = 0x504, kOpRts2Rts = 0x505,
-                   kOpSqerr2Rts = 0x506, kOp2Err = 0x507, kOp2Rst = 0x50a, kOpSqd2Rts = 0x50c,
-                   kOpInit2Init = 0x50e;
-
 constexpr Transition kTransitions[] = {
-    {kOpRst2Init, "RST2INIT", int(QpState::Rst), QpState::Init},
-    {kOpInit2Init, "INIT2INIT", int(QpState::Init), QpState::Init},
-    {kOpInit2Rtr, "INIT2RTR", int(QpState::Init), QpState::Rtr},
-    {kOpRtr2Rts, "RTR2RTS", int(QpState::Rtr), QpState::Rts},
-    {kOpRts2Rts, "RTS2RTS", int(QpState::Rts), QpState::Rts},
-    {kOpSqerr2Rts, "SQERR2RTS", int(QpState::Sqer), QpState::Rts},
-    {kOpSqd2Rts, "SQD2RTS", int(QpState::Sqd), QpState::Rts},
-    {kOp2Err, "2ERR", -1, QpState::Err},
-    {kOp2Rst, "2RST", -1, QpState::Rst},
+    {kOpRst2InitQp, "RST2INIT", int(QpState::Rst), QpState::Init},
+    {kOpInit2InitQp, "INIT2INIT", int(QpState::Init), QpState::Init},
+    {kOpInit2RtrQp, "INIT2RTR", int(QpState::Init), QpState::Rtr},
+    {kOpRtr2RtsQp, "RTR2RTS", int(QpState::Rtr), QpState::Rts},
+    {kOpRts2RtsQp, "RTS2RTS", int(QpState::Rts), QpState::Rts},
+    {kOpSqerr2RtsQp, "SQERR2RTS", int(QpState::Sqer), QpState::Rts},
+    {kOpSqd2RtsQp, "SQD2RTS", int(QpState::Sqd), QpState::Rts},
+    {kOp2ErrQp, "2ERR", -1, QpState::Err},
+    {kOp2RstQp, "2RST", -1, QpState::Rst},
 };
 
 // opt_param_mask bits (qp.h MLX5_QP_OPTPAR_*).
@@ -63,7 +59,7 @@ enum : uint32_t {
 // (log_max_ra_req_qp, log_max_ra_res_qp; the responder keeps state for
 // 2^log_rra_max requests).
 bool modify_within_limits(const Qp &qp, const Caps &caps, CmdCtx &c) {
-    if (c.opcode == kOpRst2Init || c.opcode == kOpInit2Init || c.opcode == kOpInit2Rtr) {
+    if (c.opcode == kOpRst2InitQp || c.opcode == kOpInit2InitQp || c.opcode == kOpInit2RtrQp) {
         if (qp.path.pkey_index >= Port::kPkeyTableSize) {
             c.fail(Status::BAD_PARAM, "pkey_index {} beyond the P_Key table", qp.path.pkey_index);
             return false;
@@ -121,7 +117,7 @@ class ModifyIn {
 
     // RST2INIT (required fields) and INIT2INIT (optional ones).
     void to_init(Qp &qp) {
-        const bool rst = c_.opcode == kOpRst2Init;
+        const bool rst = c_.opcode == kOpRst2InitQp;
         if (rst || (opt_ & kOptPkeyIndex)) pkey_index(qp);
         if (rst || (opt_ & kOptPriPort)) port(qp);
         if (rst ? qp.ud_like() : (opt_ & kOptQkey)) qkey(qp);
@@ -151,7 +147,7 @@ class ModifyIn {
 
     // RTR2RTS (required fields), and the optional fields of every *2RTS.
     void to_rts(Qp &qp) {
-        if (c_.opcode == kOpRtr2Rts) {
+        if (c_.opcode == kOpRtr2RtsQp) {
             qp.next_send_psn = static_cast<uint32_t>(f(qpc::next_send_psn));
             note(fmt::format("sq_psn=0x{:x}", qp.next_send_psn));
             if (reliable(qp)) {
@@ -242,17 +238,17 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
     Qp next = *qp;
     ModifyIn in(c);
     switch (c.opcode) {
-    case kOpRst2Init:
-    case kOpInit2Init:
+    case kOpRst2InitQp:
+    case kOpInit2InitQp:
         in.to_init(next);
         break;
-    case kOpInit2Rtr:
+    case kOpInit2RtrQp:
         in.init2rtr(next);
         break;
-    case kOpRtr2Rts:
-    case kOpRts2Rts:
-    case kOpSqerr2Rts:
-    case kOpSqd2Rts:
+    case kOpRtr2RtsQp:
+    case kOpRts2RtsQp:
+    case kOpSqerr2RtsQp:
+    case kOpSqd2RtsQp:
         in.to_rts(next);
         break;
     default:
