@@ -37,6 +37,16 @@ struct RcWqe {
     uint32_t last_psn() const { return (first_psn + npkts - 1) & 0xffffff; }
 };
 
+// The responder's message in progress (IBA 9.8.3: a FIRST or ONLY opcode
+// starts a message, MIDDLE and LAST continue it). Transitions happen in
+// QpTable::rc_resp_enter() only.
+enum class RespState : uint8_t {
+    Idle,     // between messages
+    InSend,   // a SEND holds its receive WQE (RcState::recv) until its last packet
+    InWrite,  // an RDMA WRITE lands through its RETH (RcState::write) until its last packet
+};
+const char *resp_state_name(RespState s);
+
 struct RcState {
     // Requester.
     std::deque<RcWqe> pending;   // in WQE order, until completed
@@ -49,11 +59,11 @@ struct RcState {
     bool blocked = false;        // the SQ waits for a fence or read credits
     uint64_t retransmits = 0;
     // Responder.
+    RespState resp = RespState::Idle;
     uint32_t epsn = 0;           // next expected request PSN
     uint32_t msn = 0;
-    bool nak_sent = false;       // a PSN sequence NAK is outstanding
-    struct Recv {
-        bool active = false;     // a SEND message is being received
+    bool nak_sent = false;       // a PSN sequence NAK is outstanding (IBA 9.7.5.1.3: one per gap)
+    struct Recv {                // the receive WQE of a SEND or WRITE with immediate
         uint16_t index = 0;
         uint32_t srqn = 0;
         bool srq = false;
@@ -63,7 +73,6 @@ struct RcState {
         uint32_t cqn = 0;
     } recv;
     struct Write {
-        bool active = false;
         uint64_t va = 0;
         uint32_t rkey = 0;
         uint32_t len = 0;

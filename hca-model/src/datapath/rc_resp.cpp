@@ -89,12 +89,11 @@ void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd,
         rc_ack(qp, psn, kAethNak | nak);
     }
     const auto &r = qp.rc.recv;
-    const bool completed = r.active && cqe_synd;
+    const bool completed = qp.rc.resp == RespState::InSend && cqe_synd;
     if (completed) {
         resp_err_cqe(qp, r.cqn, r.index, r.srq ? r.srqn : 0, cqe_synd);
     }
-    qp.rc.recv.active = false;
-    qp.rc.write.active = false;
+    rc_resp_enter(qp, RespState::Idle, why);
     to_error(qp, why);
     if (!completed && qp.st != kQpUc && (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
         dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, EqeData::qp(qp.qpn));
@@ -129,7 +128,6 @@ bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
     if (!read_recv_sges(addr, stride, r.sges)) {
         return false;
     }
-    r.active = true;
     r.index = index;
     r.srq = srq != nullptr;
     r.srqn = srq ? srq->srqn : 0;
@@ -155,7 +153,25 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
                : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
                r.index, byte_cnt, PktRef{rx_pkt_});
     dev_.cqs.post(r.cqn, cqe, v.se());
-    r.active = false;
+}
+
+const char *resp_state_name(RespState s) {
+    switch (s) {
+    case RespState::Idle: return "idle";
+    case RespState::InSend: return "in SEND";
+    case RespState::InWrite: return "in RDMA WRITE";
+    }
+    return "?";
+}
+
+// The one place the responder's message state changes. A message that ends
+// early (why: an error, a UC gap or sequence error) is traced.
+void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
+    const RespState from = qp.rc.resp;
+    qp.rc.resp = to;
+    if (why && from != to) {
+        dev_.trace(kTrQp, "responder qpn=0x{:x} {} -> {}: {}", qp.qpn, resp_state_name(from), resp_state_name(to), why);
+    }
 }
 
 // IBA 9.6: may this QP take the packet at all (state, transport, P_Key,
@@ -198,8 +214,7 @@ bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
             return false;
         }
         // UC: a lost packet aborts the message in progress.
-        qp.rc.recv.active = false;
-        qp.rc.write.active = false;
+        rc_resp_enter(qp, RespState::Idle, "UC: PSN gap, message dropped");
         if (!is_first(v.opcode() & 0x1f)) {
             return false;
         }
@@ -213,12 +228,11 @@ bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
 // one needs none.
 bool QpTable::rc_resp_check_seq(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
-    const bool in_send = qp.rc.recv.active && !qp.rc.write.active;
-    if ((is_send(op) && !is_first(op) && !in_send) || (is_write(op) && !is_first(op) && !qp.rc.write.active) ||
-        (is_first(op) && (in_send || qp.rc.write.active))) {
+    const RespState s = qp.rc.resp;
+    if ((is_send(op) && !is_first(op) && s != RespState::InSend) ||
+        (is_write(op) && !is_first(op) && s != RespState::InWrite) || (is_first(op) && s != RespState::Idle)) {
         if (qp.st == kQpUc) {
-            qp.rc.recv.active = false;
-            qp.rc.write.active = false;
+            rc_resp_enter(qp, RespState::Idle, "UC: opcode out of sequence, message dropped");
             return false;
         }
         rc_resp_error(qp, v.psn(), kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
@@ -240,9 +254,12 @@ void QpTable::rc_resp_rnr(Qp &qp, uint32_t psn) {
 bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
-    if (is_first(op) && !rc_take_recv(qp, v)) {
-        rc_resp_rnr(qp, psn);
-        return false;
+    if (is_first(op)) {
+        if (!rc_take_recv(qp, v)) {
+            rc_resp_rnr(qp, psn);
+            return false;
+        }
+        rc_resp_enter(qp, RespState::InSend);
     }
     auto &r = qp.rc.recv;
     uint64_t cap = 0;
@@ -275,6 +292,7 @@ bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
     }
     qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
     rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
+    rc_resp_enter(qp, RespState::Idle);
     return true;
 }
 
@@ -303,13 +321,14 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
             }
             return false;
         }
-        w.active = true;
+        rc_resp_enter(qp, RespState::InWrite);
     }
     if (w.offset + v.payload.size() > w.len) {
         if (!uc) {
             rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
+        } else {
+            rc_resp_enter(qp, RespState::Idle, "UC: RDMA write longer than its RETH length, message dropped");
         }
-        w.active = false;
         return false;
     }
     chunks_.clear();
@@ -328,7 +347,7 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
         // packet is refused and comes again.
         if (!rc_take_recv(qp, v)) {
             if (uc) {
-                w.active = false;  // UC: the message is dropped
+                rc_resp_enter(qp, RespState::Idle, "UC: no receive WQE for the immediate, message dropped");
             } else {
                 w.offset -= static_cast<uint32_t>(v.payload.size());
             }
@@ -340,7 +359,7 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
     } else {
         qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
     }
-    w.active = false;
+    rc_resp_enter(qp, RespState::Idle);
     return true;
 }
 

@@ -262,6 +262,7 @@ class QpTable {
     void rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome);
     void rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why);
     bool rc_take_recv(Qp &qp, const iba::PacketView &v);
+    void rc_resp_enter(Qp &qp, RespState to, const char *why = nullptr);
     void rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm);
     void rc_duplicate(Qp &qp, const iba::PacketView &v);
     bool rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh);
