@@ -55,6 +55,8 @@ struct RcState {
     uint8_t retry_left = 0;
     uint8_t rnr_left = 0;
     Timers::Id ack_timer = 0;
+    int64_t ack_timer_at = 0;    // when ack_timer fires
+    int64_t ack_deadline = 0;    // when the local ACK timeout is due (rc_arm_ack_timer)
     Timers::Id rnr_timer = 0;
     bool blocked = false;        // the SQ waits for a fence or read credits
     uint64_t retransmits = 0;

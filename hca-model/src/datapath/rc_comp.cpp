@@ -12,23 +12,43 @@
 
 namespace hca {
 
+// The local ACK timer restarts on every sign of progress, which on a busy
+// QP is every ACK. Restarting only moves the deadline: the timer already
+// armed stays (no allocation, no host timer change) and, if it fires
+// before the deadline, arms itself again for the rest.
 void QpTable::rc_arm_ack_timer(Qp &qp) {
-    if (qp.rc.ack_timer) {
-        dev_.cancel_timer(qp.rc.ack_timer);
-        qp.rc.ack_timer = 0;
-    }
     const int64_t t = ack_timeout_ns(qp.path.ack_timeout);
     if (qp.rc.pending.empty() || t < 0 || qp.rc.rnr_timer || qp.st == kQpUc) {
+        if (qp.rc.ack_timer) {
+            dev_.cancel_timer(qp.rc.ack_timer);
+            qp.rc.ack_timer = 0;
+        }
         return;
     }
+    qp.rc.ack_deadline = dev_.now() + t;
+    if (qp.rc.ack_timer && qp.rc.ack_timer_at <= qp.rc.ack_deadline) {
+        return;
+    }
+    if (qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);  // a shorter timeout than the one armed (RTS2RTS)
+    }
+    rc_add_ack_timer(qp, t);
+}
+
+void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
     const uint32_t qpn = qp.qpn;
-    qp.rc.ack_timer = dev_.add_timer(t, [this, qpn] {
+    qp.rc.ack_timer_at = dev_.now() + delay;
+    qp.rc.ack_timer = dev_.add_timer(delay, [this, qpn] {
         Qp *q = find(qpn);
         if (!q) {
             return;
         }
         q->rc.ack_timer = 0;
         if (q->state != QpState::Rts || q->rc.pending.empty()) {
+            return;
+        }
+        if (const int64_t left = q->rc.ack_deadline - dev_.now(); left > 0) {
+            rc_add_ack_timer(*q, left);  // restarted since it was armed
             return;
         }
         // IBA 9.7.6.1.3: local ACK timeout.

@@ -239,6 +239,7 @@ class QpTable {
     bool rc_must_wait(Qp &qp, const SqWqe &sw);
     bool rc_start(Qp &qp, const SqWqe &sw);
     void rc_arm_ack_timer(Qp &qp);
+    void rc_add_ack_timer(Qp &qp, int64_t delay);
     bool rc_retry_budget(Qp &qp, const char *why);
     void rc_retransmit(Qp &qp, uint32_t psn);
     void rc_fail(Qp &qp, uint8_t synd, const char *why);
