@@ -7,7 +7,7 @@ the including file's folder or one of its part's include roots, to a header
 of a part it may use:
 
   link library   hca-model/iba         its own include root only
-  model          hca-model/src         its src/, its C interface, the link library
+  model          hca-model/src, cli    its src/, its C interface, the link library
   fabric         fabric/src, bench     fabric/src and the link library
   fabric tests   fabric/tests, fuzz    + fabric/tests
   QEMU device    qemu-device/src       its own files, the model's C interface,
@@ -37,7 +37,7 @@ MODEL_API = "hca-model/include"
 # part: (folders it covers, include roots it may use, folders it may reach)
 PARTS = {
     "link library": (["hca-model/iba"], [IBA], ["hca-model/iba"]),
-    "model": (["hca-model/src"], [MODEL_SRC, MODEL_API, IBA], [MODEL_SRC, MODEL_API, "hca-model/iba"]),
+    "model": (["hca-model/src", "hca-model/cli"], [MODEL_SRC, MODEL_API, IBA], [MODEL_SRC, MODEL_API, "hca-model/iba"]),
     "fabric": (["fabric/src", "fabric/bench"], ["fabric/src", IBA], ["fabric/src", "hca-model/iba"]),
     "fabric tests": (["fabric/tests", "fabric/fuzz"], ["fabric/tests", "fabric/src", IBA],
                      ["fabric/tests", "fabric/src", "hca-model/iba"]),

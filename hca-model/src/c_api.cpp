@@ -95,6 +95,7 @@ HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque, const HcaModelConfi
             c.trace_max_bytes = cfg->trace_max_bytes;
             c.fabric = cfg->fabric;
             c.test_fault = cfg->test_fault ? cfg->test_fault : "";
+            c.faults = cfg->faults ? cfg->faults : "";
         }
         return new HcaModel(*ops, opaque, c);
     } catch (const std::exception &e) {
@@ -205,6 +206,15 @@ bool hca_model_set_trace_filter(HcaModel *m, const char *filter) {
     bool ok = false;
     guarded(m, "set_trace_filter", [&] { ok = m->dev.set_trace_filter(filter ? filter : ""); });
     return ok;
+}
+
+char *hca_model_fault(HcaModel *m, const char *command) {
+    char *out = nullptr;
+    guarded(m, "fault", [&] {
+        const std::string s = m->dev.faults.command(command ? command : "");
+        out = strdup(s.c_str());
+    });
+    return out ? out : strdup("error internal error while handling the fault command\n");
 }
 
 char *hca_model_info(HcaModel *m) {

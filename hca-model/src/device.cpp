@@ -66,6 +66,21 @@ Device::Device(Host &host, const DeviceConfig &cfg)
     if (!cfg_.fabric) {
         port1.set_link(true);
     }
+    // Faults armed from the start (--fault at boot), one per ';'.
+    std::string_view rest = cfg.faults;
+    while (!rest.empty()) {
+        const size_t semi = rest.find(';');
+        const std::string_view spec = rest.substr(0, semi);
+        rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
+        if (spec.empty()) {
+            continue;
+        }
+        try {
+            faults.arm(spec);
+        } catch (const FaultSpecError &e) {
+            throw ConfigError(fmt::format("fault '{}': {}", spec.substr(0, 100), e.what));
+        }
+    }
 }
 
 void Device::reset() {
@@ -84,6 +99,7 @@ void Device::reset() {
 }
 
 void Device::drop_objects() {
+    faults.drop_waiting();
     timers_.clear();
     sync_timer();
     doorbells_.clear();
@@ -158,18 +174,20 @@ void Device::on_timer() {
     tracer_.flush();
 }
 
-void Device::enter_fatal(std::string_view reason) noexcept {
+void Device::enter_fatal(std::string_view reason) noexcept { fail_firmware(InitSeg::kSyndFwInternalErr, reason); }
+
+void Device::fail_firmware(uint8_t synd, std::string_view reason) noexcept {
     const bool first = !fatal_;
     fatal_ = true;
-    iseg.set_fatal(InitSeg::kSyndFwInternalErr, now());
+    iseg.set_fatal(synd, now());
     try {
         doorbells_.clear();
         rx_.clear();
         timers_.clear();
         sync_timer();
         if (first) {
-            tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(), "fatal firmware internal error (health syndrome 0x{:02x}), device stopped "
-                         "until reset: {}", InitSeg::kSyndFwInternalErr, reason);
+            tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(), "fatal firmware error (health syndrome "
+                         "0x{:02x}), device stopped until reset: {}", synd, reason);
             tracer_.flush();
         }
     } catch (...) {
@@ -201,7 +219,12 @@ void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
 
 void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
     if (fatal_) {
-        return;  // dead firmware: doorbells and commands are ignored until a reset
+        // Dead firmware: doorbells and commands are ignored until a reset,
+        // which the driver can ask for through nic_interface (InitSeg).
+        if (offset >= InitSeg::kCmdqAddrLSz && offset + size <= InitSeg::kCmdqAddrLSz + 4) {
+            iseg.write(static_cast<uint32_t>(offset), data, size);
+        }
+        return;
     }
     if (offset + size > HCA_MODEL_BAR0_SIZE || size == 0 || size > 8) {
         guest_error("BAR0 write of {} bytes at 0x{:x} is outside the BAR", size, offset);

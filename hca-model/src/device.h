@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "fault/faults.h"
 #include "fw/cmdif.h"
 #include "fw/firmware.h"
 #include "fw/fw_limits.h"
@@ -41,6 +42,8 @@ struct DeviceConfig {
     // A deliberate device bug, only for checking that the test runner
     // notices one: "cqe-opcode" (requester CQEs say RESP_SEND, not REQ).
     std::string test_fault;
+    // Faults to arm at power-on, ';'-separated (fault/faults.h syntax).
+    std::string faults;
 };
 
 struct ConfigError : std::runtime_error {
@@ -78,6 +81,8 @@ class Device {
     // the device dies the way firmware does (health syndrome, DMA, MSI-X,
     // doorbells and commands stop) until the next reset.
     void enter_fatal(std::string_view reason) noexcept;
+    // The same death with a chosen health syndrome (a fault, fault/faults.h).
+    void fail_firmware(uint8_t synd, std::string_view reason) noexcept;
     bool fatal() const { return fatal_; }
 
     // The port's link to the fabric (frames of iba/link.h).
@@ -181,6 +186,8 @@ class Device {
     // Translation entries of all objects (fw_limits.h); before the tables
     // whose page lists and keys it counts.
     Budget budget{limits::kTranslationEntries};
+    // Faults armed by the user; before the subsystems that test them.
+    FaultTable faults{*this};
     // Subsystems, in dependency order.
     InitSeg iseg;
     Firmware fw;

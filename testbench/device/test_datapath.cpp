@@ -8,6 +8,7 @@
 
 #include "be.h"
 #include "driver.h"
+#include "ud_setup.h"
 #include "iba/mad.h"
 
 using namespace hcatest;
@@ -15,39 +16,7 @@ namespace ifc = hca::ifc;
 
 namespace {
 
-struct Setup {
-    Bench b;
-    Driver d{b};
-    uint32_t uar = 0;
-    EqHandle ceq;
-    uint32_t pd = 0;
-    uint32_t lkey = 0;
-    CqHandle scq, rcq;
-    Setup() {
-        d.bring_up();
-        uar = d.alloc_uar();
-        ceq = d.create_eq(7, 3, {0, 0, 0, 0}, uar);  // completion EQ on vector 3
-        pd = d.alloc_pd();
-        lkey = d.create_pa_mkey(pd);
-        scq = d.create_cq(6, ceq.eqn, uar);
-        rcq = d.create_cq(6, ceq.eqn, uar);
-        d.activate_port(5);
-    }
-    QpHandle ud(uint32_t qkey, uint8_t st = hca::kQpUd) {
-        CmdResult r;
-        auto qp = d.create_qp(st, pd, scq.cqn, rcq.cqn, uar, 4, 4, &r);
-        REQUIRE(r.status == 0);
-        d.ud_to_rts(qp, qkey);
-        return qp;
-    }
-    uint64_t buffer(size_t n, uint8_t seed) {
-        const uint64_t a = b.host.alloc(n, 64);
-        for (size_t i = 0; i < n; ++i) {
-            b.host.mem(a + i, 1)[0] = static_cast<uint8_t>(seed + i);
-        }
-        return a;
-    }
-};
+using Setup = UdSetup;
 
 uint8_t cqe_opcode(const Cqe &c) { return c[63] >> 4; }
 uint32_t be32(const Cqe &c, size_t off) { return hca::load_be32(c.data() + off); }
@@ -194,7 +163,44 @@ TEST_CASE("QP1 receives report the P_Key, QP0 packets use VL15", "[dp][qp1]") {
     CHECK((be32(*c0, 0x18) & 0xffffff) == 0);
 }
 
-TEST_CASE("a bad lkey: local protection error, QP to error, later WQEs flushed", "[dp][err]") {
+TEST_CASE("a bad lkey: local protection error, UD QP to SQ error, later sends flushed, SQERR2RTS resumes",
+          "[dp][err]") {
+    Setup s;
+    auto a = s.ud(1);
+    auto bq = s.ud(2);
+    const uint64_t rbuf = s.b.host.alloc(512, 64);
+    s.d.post_recv(bq, s.lkey, rbuf, 512);
+    s.d.post_recv(a, s.lkey, rbuf, 512);
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey ^ 0x100, s.buffer(8, 0), 8}});
+    auto e = s.d.next_cqe(s.scq);
+    REQUIRE(e);
+    CHECK((*e)[0x37] == hca::kSyndLocalProt);
+    CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Sqer);
+    CHECK(!s.d.next_cqe(s.rcq));  // the receive queue is not flushed
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey, s.buffer(8, 0), 8}});
+    e = s.d.next_cqe(s.scq);
+    REQUIRE(e);
+    CHECK(cqe_opcode(*e) == hca::kCqeReqErr);
+    CHECK((*e)[0x37] == hca::kSyndWrFlush);
+    // A packet to the QP in SQ error is still received.
+    s.d.post_ud_send(bq, 5, a.qpn, 1, {{s.lkey, s.buffer(8, 0), 8}});
+    REQUIRE(s.d.next_cqe(s.scq));
+    e = s.d.next_cqe(s.rcq);
+    REQUIRE(e);
+    CHECK(cqe_opcode(*e) == hca::kCqeRespSend);
+    CHECK(s.d.modify_qp(hca::kOpSqerr2RtsQp, a.qpn).status == 0);
+    CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Rts);
+    s.d.post_ud_send(a, 5, bq.qpn, 2, {{s.lkey, s.buffer(8, 0), 8}});
+    e = s.d.next_cqe(s.scq);
+    REQUIRE(e);
+    CHECK(cqe_opcode(*e) == hca::kCqeReq);
+    e = s.d.next_cqe(s.rcq);
+    REQUIRE(e);
+    CHECK(cqe_opcode(*e) == hca::kCqeRespSend);
+}
+
+TEST_CASE("a QP moved to error: posted and later WQEs flushed, receives through the record poller",
+          "[dp][err]") {
     Setup s;
     auto a = s.ud(1);
     auto bq = s.ud(2);
@@ -206,6 +212,8 @@ TEST_CASE("a bad lkey: local protection error, QP to error, later WQEs flushed",
     REQUIRE(e);
     CHECK(cqe_opcode(*e) == hca::kCqeReqErr);
     CHECK((*e)[0x37] == hca::kSyndLocalProt);
+    CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Sqer);
+    CHECK(s.d.modify_qp(hca::kOp2ErrQp, a.qpn).status == 0);
     CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
     // Both posted receives flush; a WQE posted later flushes through the doorbell.
     int flushed = 0;

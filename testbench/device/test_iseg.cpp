@@ -42,12 +42,12 @@ TEST_CASE("iseg command queue address, geometry and nic_interface", "[iseg]") {
 TEST_CASE("iseg initializing bit clears after reset, embedded CPU bit is 0", "[iseg]") {
     Bench b;
     Driver d(b);
-    CHECK(d.iseg_read32(InitSeg::kInitializing) == 0);
+    CHECK(d.iseg_read32(InitSeg::kInitializing) == InitSeg::kFwResetSupported);
     b.dev.reset();
     CHECK(d.iseg_read32(InitSeg::kInitializing) >> 31 == 1);
     CHECK((d.iseg_read32(InitSeg::kInitializing) >> 23 & 1) == 0);
     b.advance(InitSeg::kInitDelayNs);
-    CHECK(d.iseg_read32(InitSeg::kInitializing) == 0);
+    CHECK(d.iseg_read32(InitSeg::kInitializing) == InitSeg::kFwResetSupported);
 }
 
 TEST_CASE("iseg health buffer is healthy and health_counter advances", "[iseg]") {

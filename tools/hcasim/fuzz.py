@@ -25,6 +25,7 @@ TARGETS = {
     "datapath": ("testbench/fuzz-datapath", "testbench/fuzz/corpus/datapath"),
     "mad": ("testbench/fuzz-mad", "testbench/fuzz/corpus/mad"),
     "link": ("testbench/fuzz-link", "testbench/fuzz/corpus/link"),
+    "fault": ("testbench/fuzz-fault", "testbench/fuzz/corpus/fault"),
     "fabric_mad": ("testbench/fuzz-fabric_mad", "testbench/fuzz/corpus/fabric_mad"),
     "control": ("testbench/fuzz-control", "testbench/fuzz/corpus/control"),
     "switch": ("fabric/fuzz-fabric-switch", "fabric/fuzz/corpus/switch"),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CATEGORIES = ("iseg", "cmd", "eq", "irq", "uar", "pages", "guest_err", "cmd_data", "obj", "qp", "mad", "port",
-              "wqe", "cqe", "pkt", "mkey")
+              "wqe", "cqe", "pkt", "mkey", "fault")
 
 # Values that run over spaces up to a closing "(0x..)": "syndrome=remote
 # access error(0x13)", "status=bad parameter(0x3)", or to the end of the

@@ -62,6 +62,8 @@ typedef struct HcaModelConfig {
     const char *test_fault;    /* NULL/"": none; a deliberate device bug for
                                 * testing the test runner: "cqe-opcode"
                                 * (requester CQEs carry a wrong opcode) */
+    const char *faults;        /* NULL/"": none; faults armed at power-on,
+                                * ';'-separated (see hca_model_fault) */
 } HcaModelConfig;
 
 /* Returns NULL and a message in err on a configuration error. */
@@ -109,6 +111,15 @@ void hca_model_port_link(HcaModel *m, unsigned port, bool up);
 
 /* Change the trace categories at run time (same syntax as trace_filter). */
 bool hca_model_set_trace_filter(HcaModel *m, const char *filter);
+
+/*
+ * Fault injection (docs/FAULTS.md): command is a fault to arm,
+ * "KIND[:key=value,...]" (e.g. "cmd-status:opcode=CREATE_CQ,status=BAD_PARAM"),
+ * or "list", "clear", "clear ID", "kinds". The reply (caller frees with
+ * free()) starts with "ok" or "error", and a fault armed, fired or cleared
+ * is a line of the trace's "fault" category.
+ */
+char *hca_model_fault(HcaModel *m, const char *command);
 
 /* A human-readable dump of the device state (caller frees with free()). */
 char *hca_model_info(HcaModel *m);

@@ -215,7 +215,7 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     if (qp.no_sq) {
         return false;
     }
-    if (qp.state == QpState::Err) {
+    if (qp.state == QpState::Err || qp.state == QpState::Sqer) {
         flush_sq(qp);
         return false;
     }
@@ -263,7 +263,13 @@ void QpTable::process_sq(Qp &qp) {
         }
         const uint16_t index = qp.sq_ci;
         uint32_t ds = 0, bbs = 0;
-        const Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
+        Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
+        if (dev_.faults.armed(FaultKind::WqeDmaError) && fetched == Fetch::Ok) {
+            if (const Fault *f = dev_.faults.hit(FaultKind::WqeDmaError, {.qpn = qp.qpn})) {
+                dev_.faults.fired(*f, fmt::format("qpn=0x{:x} index=0x{:x}: WQE fetch failed", qp.qpn, index));
+                fetched = Fetch::NotReadable;
+            }
+        }
         if (fetched == Fetch::NotReadable) {
             to_error(qp, "WQE not readable");
             return;
@@ -304,6 +310,14 @@ bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x} names QPN 0x{:x}", qp.qpn, w.index, w.qpn);
         return fail_wqe(qp, w, kSyndLocalQpOp, "WQE for another QP");
     }
+    if (dev_.faults.armed(FaultKind::ErrorCqe)) {
+        if (const Fault *f = dev_.faults.hit(FaultKind::ErrorCqe, {.qpn = qp.qpn, .cqn = qp.cqn_snd})) {
+            dev_.faults.fired(*f, fmt::format("qpn=0x{:x} index=0x{:x} opcode={} syndrome={}(0x{:x})", qp.qpn, w.index,
+                                              wqe_opcode_name(w.opcode), cqe_syndrome_name(static_cast<uint8_t>(f->syndrome)),
+                                              f->syndrome));
+            return fail_wqe(qp, w, static_cast<uint8_t>(f->syndrome), "injected fault");
+        }
+    }
     if (w.opcode == kWqeNop) {
         return local_done(qp, w);
     }
@@ -329,10 +343,17 @@ bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
 }
 
 // A WQE the requester could not carry out: its error CQE, and the QP goes
-// to the error state (which flushes the WQEs behind it).
+// to the error state (which flushes the WQEs behind it). A UD-like QP goes
+// to SQ error instead: its send queue flushes, its receive queue works on,
+// and SQERR2RTS resumes it (IBA 10.3.1; ipoib_qp_state_validate_work()
+// recovers IPoIB's QP this way).
 bool QpTable::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) {
     req_err_cqe(qp, w.index, w.opcode, synd);
-    to_error(qp, why);
+    if (qp.ud_like()) {
+        to_sq_error(qp, why);
+    } else {
+        to_error(qp, why);
+    }
     return false;
 }
 

@@ -12,6 +12,7 @@
 namespace hca {
 
 class Device;
+struct CmdCtx;
 
 class CommandInterface {
   public:
@@ -50,9 +51,13 @@ class CommandInterface {
     bool execute(unsigned slot);
     Delivery gather(uint64_t ptr, uint8_t token, std::vector<uint8_t> &in, uint32_t inlen);
     Delivery scatter(uint64_t ptr, uint8_t token, const std::vector<uint8_t> &out);
+    enum class Injected : uint8_t { None, Status, Delivery, Delay, Drop };
+    Injected injected(unsigned slot, CmdCtx &ctx, Delivery &deliv);
+    void complete_later(unsigned slot, uint64_t lay_addr, uint8_t status_own, bool eqe);
 
     Device &dev_;
     uint32_t pending_ = 0;
+    int64_t delay_ns_ = 0;  // of the command being delayed
 };
 
 }  // namespace hca

@@ -79,6 +79,9 @@ class Firmware {
     const Caps &caps() const { return caps_; }
     uint16_t issi() const { return issi_; }
     size_t pages_held() const { return pages_.size(); }
+    // The firmware asks for npages more pages (negative: gives them back)
+    // with a PAGE_REQUEST EQE (a fault, fault/faults.h).
+    void page_request(int32_t npages);
     std::string info() const;
 
     // Command handlers of the HCA level (fw_hca.cpp, fw_pages.cpp).

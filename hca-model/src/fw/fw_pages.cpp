@@ -45,6 +45,13 @@ void Firmware::query_pages(CmdCtx &c) {
     dev_.trace(kTrPages, "query op_mod={} num_pages={} held={}", c.op_mod, n, pages_.size());
 }
 
+void Firmware::page_request(int32_t npages) {
+    if (npages > 0) {
+        pages_wanted_ += npages;
+    }
+    dev_.trace(kTrPages, "request num_pages={} held={}", npages, pages_.size());
+}
+
 void Firmware::manage_pages(CmdCtx &c) {
     if (c.get(ifc::manage_pages_in::function_id) != 0 || c.get(ifc::manage_pages_in::embedded_cpu_function)) {
         c.fail(Status::BAD_PARAM, "function_id {}: only the PF (0) exists", c.get(ifc::manage_pages_in::function_id));

@@ -16,8 +16,21 @@ void InitSeg::reset() {
     // this same state after the software reset handshake.
     nic_interface_ = kNicDisabled;
     ready_at_ = dev_.now() + kInitDelayNs;
+    if (dev_.faults.armed(FaultKind::InitDelay)) {
+        if (const Fault *f = dev_.faults.hit(FaultKind::InitDelay, {})) {
+            ready_at_ = dev_.now() + f->ms * 1'000'000;
+            dev_.faults.fired(*f, fmt::format("initializing for {} ms", f->ms));
+        }
+    }
     synd_ = 0;
     died_at_ = 0;
+    stalled_at_ = -1;
+}
+
+void InitSeg::stall_health() {
+    if (stalled_at_ < 0) {
+        stalled_at_ = dev_.now();
+    }
 }
 
 void InitSeg::set_fatal(uint8_t synd, int64_t now) noexcept {
@@ -40,14 +53,16 @@ uint32_t InitSeg::read32(uint32_t off) {
     case kCmdqAddrLSz:
         return cmdq_l_ | (uint32_t{nic_interface_} << 8) | (kCmdqLogSize << 4) | kCmdqLogStride;
     case kInitializing:
-        // Bit 31: firmware still initializing; bit 23 (embedded CPU) is 0.
-        return dev_.now() < ready_at_ ? 0x80000000u : 0;
+        // Bit 31: firmware still initializing; bit 30: the firmware can be
+        // reset through nic_interface (health.c reset_fw_if_needed()); bit
+        // 23 (embedded CPU) is 0.
+        return (dev_.now() < ready_at_ ? 0x80000000u : 0) | kFwResetSupported;
     case kInternalTimerH:
         return static_cast<uint32_t>(static_cast<uint64_t>(dev_.now()) >> 32);
     case kInternalTimerL:
         return static_cast<uint32_t>(dev_.now());
     case kHealthCounter:
-        return static_cast<uint32_t>((synd_ ? died_at_ : dev_.now()) / kHealthTickNs);
+        return static_cast<uint32_t>((synd_ ? died_at_ : stalled_at_ >= 0 ? stalled_at_ : dev_.now()) / kHealthTickNs);
     case kHealthTime:
         return synd_ ? static_cast<uint32_t>(died_at_ / 1'000'000'000) : 0;
     case kHealthRfr:
@@ -96,8 +111,23 @@ void InitSeg::write32(uint32_t off, uint32_t value) {
         // The driver writes the 4 KiB aligned address; log size and stride
         // are read-only.  Bits 10:8 carry nic_interface (fast teardown and
         // software reset write it).
-        cmdq_l_ = value & ~0xfffu;
         const uint8_t nic = (value >> 8) & 7;
+        if (nic == kNicSwReset && synd_) {
+            // The driver's recovery asks for the firmware reset the health
+            // buffer's "reset for recovery" wants (health.c
+            // reset_fw_if_needed()): everything is dropped as on a function
+            // reset, and the firmware comes back with nic_interface disabled
+            // and the health counter running, which mlx5_error_sw_reset()
+            // and wait_vital() wait for.
+            dev_.trace(kTrIseg, "nic_interface {} -> {}: firmware reset for recovery (health syndrome 0x{:02x})",
+                       nic_interface_, nic, synd_);
+            dev_.reset();
+            return;
+        }
+        if (dev_.fatal()) {
+            return;  // nothing else reaches dead firmware
+        }
+        cmdq_l_ = value & ~0xfffu;
         if (nic != nic_interface_) {
             dev_.trace(kTrIseg, "nic_interface {} -> {}", nic_interface_, nic);
         }

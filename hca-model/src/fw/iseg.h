@@ -48,6 +48,9 @@ class InitSeg {
     // bits as a valid severity, 2 = critical (mlx5_health_get_severity()).
     static constexpr uint8_t kRfrSeverityFatal = 0x80 | 0x08 | 2;
 
+    // initializing bit 30 (MLX5_FW_RESET_SUPPORTED).
+    static constexpr uint32_t kFwResetSupported = 1u << 30;
+
     enum NicInterface : uint8_t { kNicFullDriver = 0, kNicDisabled = 1, kNicNoDram = 2, kNicSwReset = 7 };
 
     explicit InitSeg(Device &dev) : dev_(dev) {}
@@ -62,6 +65,8 @@ class InitSeg {
     // and health_counter stops (the iRISCs no longer run).  reset() clears it.
     void set_fatal(uint8_t synd, int64_t now) noexcept;
     uint8_t health_synd() const { return synd_; }
+    // The health counter stops (a fault: firmware hung, not dead) until reset.
+    void stall_health();
 
   private:
     void write32(uint32_t off, uint32_t value);
@@ -73,6 +78,7 @@ class InitSeg {
     int64_t ready_at_ = 0;
     uint8_t synd_ = 0;
     int64_t died_at_ = 0;
+    int64_t stalled_at_ = -1;
 };
 
 }  // namespace hca

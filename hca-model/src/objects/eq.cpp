@@ -132,6 +132,12 @@ void EqTable::cmd_query_eq(CmdCtx &c) {
 
 void EqTable::fire(Eq &eq) {
     eq.armed = false;
+    if (dev_.faults.armed(FaultKind::LostMsix)) {
+        if (const Fault *f = dev_.faults.hit(FaultKind::LostMsix, {.eqn = eq.eqn})) {
+            dev_.faults.fired(*f, fmt::format("eqn={} msix vector={} not sent", eq.eqn, eq.intr));
+            return;
+        }
+    }
     ++eq.interrupts;
     dev_.trace(kTrIrq, "msix vector={} eqn={}", eq.intr, eq.eqn);
     dev_.msix(eq.intr);
@@ -212,6 +218,12 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
         dev_.guest_error("EQ overflow eqn={} pi=0x{:x} ci=0x{:x}: EQE type=0x{:x} dropped, EQ in error", eqn,
                          eq->pi & 0xffffff, eq->ci, type);
         return false;
+    }
+    if (dev_.faults.armed(FaultKind::LostEqe)) {
+        if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.eqn = eqn})) {
+            dev_.faults.fired(*f, fmt::format("eqn={} EQE type=0x{:x} sub_type=0x{:x} not written", eqn, type, sub_type));
+            return true;
+        }
     }
     Eqe eqe{};
     eqe.type = type;

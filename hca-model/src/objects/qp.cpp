@@ -355,6 +355,16 @@ void QpTable::to_error(Qp &qp, const char *why) {
     arm_flush_timer(qp);
 }
 
+void QpTable::to_sq_error(Qp &qp, const char *why) {
+    if (qp.state == QpState::Err) {
+        return;
+    }
+    const QpState old = qp.state;
+    qp.state = QpState::Sqer;
+    dev_.trace(kTrQp, "error qpn=0x{:x} type={} {} -> SQER: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old), why);
+    flush_sq(qp);
+}
+
 void QpTable::arm_flush_timer(Qp &qp) {
     // There is no RQ doorbell: receive WQEs posted while in error are
     // noticed by polling the doorbell record (ib_drain_rq(), IPoIB stop).
@@ -392,7 +402,7 @@ void QpTable::rc_reset(Qp &qp) {
 }
 
 void QpTable::flush_sq(Qp &qp) {
-    if (qp.no_sq || qp.state != QpState::Err) {
+    if (qp.no_sq || (qp.state != QpState::Err && qp.state != QpState::Sqer)) {
         return;
     }
     // Started but unfinished WQEs of a connected QP flush first, in order.

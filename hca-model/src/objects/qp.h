@@ -192,6 +192,8 @@ class QpTable {
     // Moves a QP to the error state: flush CQEs for every outstanding WQE,
     // and keep flushing receive WQEs posted while in error.
     void to_error(Qp &qp, const char *why);
+    // SQ error (UD-like QPs): the send queue flushes, receives go on.
+    void to_sq_error(Qp &qp, const char *why);
     std::string info() const;
 
     // Multicast attachments: MGID -> QPNs.

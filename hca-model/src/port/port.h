@@ -58,6 +58,8 @@ class Port {
     Port(Device &dev, uint8_t num);
     void reset();
 
+    // A PORT_CHANGE EQE of sub_type (kPortEvent*).
+    void event(uint8_t sub_type);
     // Physical link (fabric link state, or always up without a fabric).
     void set_link(bool up);
     bool link_up() const { return phys_ == iba::mad::port_info::kPhysLinkUp; }
@@ -100,7 +102,6 @@ class Port {
     uint16_t pkey_table(bool set, uint32_t attr_mod, uint8_t *d);
     uint16_t guid_info(bool set, uint32_t attr_mod, uint8_t *d);
     void change_state(uint8_t state);
-    void event(uint8_t sub_type);
 
     Device &dev_;
     uint8_t num_;

@@ -37,6 +37,7 @@ enum TraceCat : uint32_t {
     kTrCqe = 1u << 13,      // CQEs written
     kTrPkt = 1u << 14,      // packets sent and received
     kTrMkey = 1u << 15,     // memory key translations and their failures
+    kTrFault = 1u << 16,    // faults armed, fired and cleared (fault/faults.h)
 };
 
 struct TraceCatInfo {
@@ -62,6 +63,7 @@ inline constexpr TraceCatInfo kTraceCats[] = {
     {kTrCqe, "cqe", "CQEs written (decoded)"},
     {kTrPkt, "pkt", "packets sent and received (header summary)"},
     {kTrMkey, "mkey", "memory key translations and failures"},
+    {kTrFault, "fault", "injected faults: armed, fired, cleared"},
 };
 
 const char *trace_cat_name(uint32_t cat);
