@@ -12,7 +12,11 @@
  *   -device mlx5-hca,bus=rp0[,node-guid=<u64>][,trace=<file>]
  *           [,trace-filter=<categories>][,trace-max-bytes=<n>]
  *           [,fabric=<unix socket of hcasim-fabric's switch port>]
+ *           [,fault=<fault>[;<fault>...]]  (armed at power-on)
  *           [,x-test-fault=cqe-opcode]  (test-only: a deliberate device bug)
+ *
+ * Faults (docs/FAULTS.md) are armed at run time by setting the "fault"
+ * property (QMP qom-set; "clear" clears them) and listed by reading it.
  *
  * Without "fabric" the port's link is always up (a subnet manager in the
  * guest can configure it; traffic to its own LID loops back). With it, the
@@ -77,6 +81,7 @@ struct Mlx5HcaState {
     uint64_t trace_max_bytes;
     char *fabric_path;
     char *test_fault;
+    char *faults;   /* armed at realize, ';'-separated */
 
     Mlx5HcaLink link;
 };
@@ -371,6 +376,7 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         .trace_max_bytes = s->trace_max_bytes,
         .fabric = s->fabric_path && *s->fabric_path,
         .test_fault = s->test_fault,
+        .faults = s->faults,
     };
     char err[256] = "";
     unsigned i;
@@ -509,6 +515,38 @@ static void mlx5_hca_set_trace_filter(Object *obj, const char *value,
     s->trace_filter = g_strdup(value);
 }
 
+static char *mlx5_hca_get_fault(Object *obj, Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(obj);
+
+    if (!s->model) {
+        return g_strdup(s->faults ? s->faults : "");
+    }
+    return hca_model_fault(s->model, "list");
+}
+
+/* Before realize: remembered for power-on. After: one fault command. */
+static void mlx5_hca_set_fault(Object *obj, const char *value, Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(obj);
+    char *reply;
+
+    if (!s->model) {
+        char *all = s->faults ? g_strdup_printf("%s;%s", s->faults, value)
+                              : g_strdup(value);
+
+        g_free(s->faults);
+        s->faults = all;
+        return;
+    }
+    reply = hca_model_fault(s->model, value);
+    if (g_str_has_prefix(reply, "error")) {
+        g_strchomp(reply);
+        error_setg(errp, "mlx5-hca: fault '%s': %s", value, reply + 6);
+    }
+    free(reply);
+}
+
 static const VMStateDescription vmstate_mlx5_hca = {
     .name = TYPE_MLX5_HCA,
     .unmigratable = 1,
@@ -533,6 +571,11 @@ static void mlx5_hca_instance_init(Object *obj)
                             mlx5_hca_set_trace_filter);
     object_property_set_description(obj, "trace-filter",
         "Trace categories, e.g. 'all', 'cmd,eq' (settable at run time)");
+    object_property_add_str(obj, "fault", mlx5_hca_get_fault,
+                            mlx5_hca_set_fault);
+    object_property_set_description(obj, "fault",
+        "Arm a fault, e.g. 'cmd-status:opcode=CREATE_CQ,status=BAD_PARAM', "
+        "or 'clear'; reading lists the armed faults (docs/FAULTS.md)");
 }
 
 static void mlx5_hca_class_init(ObjectClass *klass, void *data)

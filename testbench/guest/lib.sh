@@ -140,6 +140,17 @@ fabric_ctl() {
     return 1
 }
 
+# hca_fault COMMAND: arms a fault on this node's HCA (docs/FAULTS.md), or
+# "list" / "clear [ID]", through the host relay and QMP; prints the armed
+# faults; fails if the device refused it.
+hca_fault() {
+    local out rc
+    out=$(fabric_ctl harness fault "node${HCASIM_NODE}" "$*")
+    rc=$?
+    printf '%s\n' "$out" | sed 's/^/# fault: /'
+    return $rc
+}
+
 # wait_port_active [SECONDS]: waits until port 1 of mlx5_0 is ACTIVE.
 wait_port_active() {
     local t=${1:-60}

@@ -3,7 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hcasim import build, demo, driver, suite, testing, vm
+from hcasim import build, demo, driver, fault, suite, testing, vm
 from hcasim.common import die, say
 
 
@@ -22,6 +22,9 @@ def add_vm_options(p, default_timeout=600):
                    help="no InfiniBand fabric: each port's link is up with nothing behind it")
     p.add_argument("--fabric-arg", action="append", default=[],
                    help="extra hcasim-fabric option, e.g. --fabric-arg=--drop=1 (repeatable)")
+    p.add_argument("--fault", action="append", default=[], metavar="KIND[:ARGS]",
+                   help="arm a fault in every node's HCA from power-on, e.g. "
+                        "cmd-status:opcode=QUERY_HCA_CAP,status=BAD_PARAM (repeatable; ./hcasim fault --list)")
     add_driver_options(p)
 
 
@@ -38,7 +41,8 @@ def add_driver_options(p):
 def vm_options(a):
     if a.nodes < 1 or a.nodes > 8:
         die("--nodes must be between 1 and 8")
-    return vm.VmOptions(nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
+    fault.check_specs(a.fault)
+    return vm.VmOptions(faults=a.fault, nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
                         fabric_args=a.fabric_arg, modules=driver.resolve_modules(a.modules),
                         kernel=a.kernel or "", test_fault=a.test_fault or "")
@@ -135,6 +139,7 @@ def main(argv=None):
     from hcasim import fuzz, trace_cli
     trace_cli.register(sub)  # trace, inspect
     fuzz.register(sub)
+    fault.register(sub)
 
     a = p.parse_args(argv)
     try:

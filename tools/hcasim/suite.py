@@ -39,6 +39,9 @@ SUITES = {
     "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
     "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
+    "faults": ("injected faults and the unmodified driver's reaction: command status, delivery, delay; error "
+               "CQEs; QP and port events; page requests; fatal health and the driver's recovery (docs/FAULTS.md)",
+               ["17-faults"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

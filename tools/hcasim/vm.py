@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hcasim import rundir
+from hcasim import fault, inspect_hca, rundir
 from hcasim.build import artifacts
 from hcasim.common import ROOT, RUNS, say
 
@@ -44,6 +44,7 @@ class VmOptions:
     modules: str = ""           # a directory <kernel release>/*.ko: the guest loads these instead of its own
     kernel: str = ""            # a user-supplied kernel image (no initramfs: virtio-blk, ext4, 9p, virtio-net built in)
     test_fault: str = ""        # test-only: a deliberate device bug (x-test-fault)
+    faults: list = field(default_factory=list)  # faults armed at power-on (docs/FAULTS.md)
 
 
 def new_run_dir(name):
@@ -154,7 +155,8 @@ class Cluster:
             "-device", (f"mlx5-hca,id=hca0,bus=rp0,node-guid={node_guid(i)},"
                         f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"
                         + (f",fabric={self.fabric_port(i)}" if self.opts.fabric else "")
-                        + (f",x-test-fault={self.opts.test_fault}" if self.opts.test_fault else "")),
+                        + (f",x-test-fault={self.opts.test_fault}" if self.opts.test_fault else "")
+                        + (f",fault={fault.device_property(self.opts.faults)}" if self.opts.faults else "")),
             "-qmp", f"unix:{self.sock_dir / f'node{i}.qmp'},server=on,wait=off",
         ]
         if not self.opts.allow_reboot:
@@ -265,9 +267,11 @@ def fabric_command(sock_path, line, timeout=10.0, limit=1 << 20):
 class ControlRelay(threading.Thread):
     """Lets guest scripts drive the fabric: a guest writes a command to
     /hcasim/fabric-requests/<name>.req (the run directory is shared), the
-    relay runs it on the control socket and writes <name>.rep.  One command
-    is the harness's own: `harness fabric-restart` kills and restarts
-    hcasim-fabric (at most MAX_RESTARTS times a run).
+    relay runs it on the control socket and writes <name>.rep.  Two commands
+    are the harness's own: `harness fabric-restart` kills and restarts
+    hcasim-fabric (at most MAX_RESTARTS times a run), and `harness fault
+    node<N> COMMAND` runs a fault command (a spec to arm, list, clear) on
+    node N's HCA over QMP (docs/FAULTS.md).
 
     The guest owns that directory, so the relay opens nothing it did not
     create: it works relative to a directory fd it opened when it made the
@@ -327,9 +331,12 @@ class ControlRelay(threading.Thread):
         rundir.remove(self.dir_fd, name)
 
     def execute(self, line):
-        if line.split()[:1] == ["harness"]:
-            if line.split() != ["harness", "fabric-restart"] or not self.cluster:
-                return "error the harness knows only 'harness fabric-restart'\n"
+        words = line.split()
+        if words[:2] == ["harness", "fault"] and self.cluster:
+            return self.fault(words[2:])
+        if words[:1] == ["harness"]:
+            if words != ["harness", "fabric-restart"] or not self.cluster:
+                return "error the harness knows 'harness fabric-restart' and 'harness fault NODE COMMAND'\n"
             if self.restarts >= self.MAX_RESTARTS:
                 return f"error at most {self.MAX_RESTARTS} fabric restarts a run\n"
             self.restarts += 1
@@ -342,6 +349,18 @@ class ControlRelay(threading.Thread):
             return fabric_command(self.sock_path, line)
         except OSError as e:
             return f"error {e}\n"
+
+    def fault(self, args):
+        if len(args) < 2 or not re.fullmatch(r"node[0-9]", args[0]) or int(args[0][4:]) >= self.cluster.opts.nodes:
+            return "error usage: harness fault node<N> KIND[:key=value,...] | list | clear [ID]\n"
+        sock = self.cluster.sock_dir / f"{args[0]}.qmp"
+        try:
+            ok, text = fault.qmp_fault(sock, " ".join(args[1:]))
+        except (OSError, inspect_hca.QmpError) as e:
+            return f"error QMP: {e}\n"
+        if not ok:
+            return f"error {text}\n"
+        return f"{text.rstrip()}\nok\n" if text.strip() else "ok\n"
 
     def _log(self, text):
         self.log.write(f"{time.strftime('%H:%M:%S')} {text}\n".encode(errors="replace"))
@@ -418,9 +437,9 @@ def run_script(script, opts, name="run", quiet=False):
     relay = None
     try:
         cluster.start_fabric()
-        if opts.fabric:
-            relay = ControlRelay(run_dir, cluster.control_socket(), cluster)
-            relay.start()
+        # The relay serves fault commands with or without a fabric.
+        relay = ControlRelay(run_dir, cluster.control_socket(), cluster)
+        relay.start()
         for i in range(opts.nodes):
             cluster.start_vm(i, "run")
         timed_out = cluster.wait(opts.timeout)

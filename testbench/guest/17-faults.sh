@@ -1,0 +1,62 @@
+# hcasim-test: nodes=1 timeout=1200
+# Fault injection (docs/FAULTS.md) and the unmodified driver's reaction,
+# armed from inside the guest through the run's relay and QMP:
+#  - verbs-visible faults (pyverbs, fault_verbs.py): a command status, a
+#    delivery status and a delay; an error CQE on an RC QP; QP and port
+#    events to the owning context;
+#  - mlx5_core's report of the injected command status in dmesg;
+#  - a firmware page request and a page reclaim (debugfs fw_pages_total);
+#  - a fatal health syndrome: the health poll's "Fatal error", the
+#    fw_fatal devlink reporter's automatic recovery through the software
+#    reset handshake, the port Active again and verbs working after it.
+dev=$(hca_pci_dev)
+check "modprobe mlx5_ib ib_uverbs" modprobe -a mlx5_ib ib_umad ib_uverbs
+check "port ACTIVE" wait_port_active 120
+mark=$(dmesg | wc -l)
+since_mark() { dmesg | tail -n +$((mark + 1)); }
+
+# 1. What a verbs application sees.
+python3 /hcasim/py/fault_verbs.py "$HCASIM_NODE" > /tmp/fault-verbs.txt 2>&1
+cat /tmp/fault-verbs.txt
+check "the pyverbs fault program ran to the end" grep -q 'IBV_EVENT_CLIENT_REREGISTER reached' /tmp/fault-verbs.txt
+check "dmesg: mlx5_core reports the injected CREATE_CQ status and syndrome" \
+    sh -c "dmesg | grep -q 'CREATE_CQ(0x400) op_mod(0x0) failed, status bad resource state(0x9), syndrome (0xabc123)'"
+
+# 2. The firmware asks for 64 more pages, then gives 64 back.
+pages=/sys/kernel/debug/mlx5/$dev/pages/fw_pages_total
+p0=$(cat "$pages")
+echo "# fw_pages_total before: $p0"
+check "armed page-request npages=64" hca_fault page-request:npages=64
+grown() { [ "$(cat "$pages")" -eq $((p0 + 64)) ]; }
+check "the driver gave 64 pages (fw_pages_total $p0 -> $(($p0 + 64)))" retry 30 grown
+check "armed page-request npages=-64" hca_fault page-request:npages=-64
+back() { [ "$(cat "$pages")" -eq "$p0" ]; }
+check "the driver took 64 pages back (fw_pages_total $(cat "$pages"))" retry 30 back
+
+# 3. Firmware dies with a fatal health syndrome; the driver recovers it.
+mark=$(dmesg | wc -l)
+t0=$(uptime_s)
+check "armed health-fatal syndrome 0x8" hca_fault health-fatal:syndrome=0x8
+fatal_seen() { since_mark | grep -q 'Fatal error 5 detected'; }
+check "mlx5_core's health poll: 'Fatal error 5 detected' (FW_SYND_RFR)" retry 60 fatal_seen
+check "the health report names the syndrome" sh -c "dmesg | tail -n +$((mark + 1)) | grep -q 'synd 0x8: unrecoverable hardware error'"
+recovered() { since_mark | grep -q 'health recovery succeeded'; }
+check "fw_fatal recovery: 'health recovery succeeded'" retry 600 recovered
+t1=$(uptime_s)
+echo "# recovery took $(awk "BEGIN { print $t1 - $t0 }") s from arming to 'health recovery succeeded'"
+since_mark | grep -E 'Fatal error|health|Issuing FW Reset|recovery|NIC IFC|wait vital' | sed 's/^/# /'
+check "the driver asked for the firmware reset ('Issuing FW Reset')" sh -c "dmesg | tail -n +$((mark + 1)) | grep -q 'Issuing FW Reset'"
+check "no 'health recovery failed'" sh -c "! dmesg | tail -n +$((mark + 1)) | grep -q 'health recovery failed'"
+check "port ACTIVE after the recovery" wait_port_active 180
+devlink health show "pci/$dev" reporter fw_fatal > /tmp/fw_fatal.txt 2>&1
+sed 's/^/# /' /tmp/fw_fatal.txt
+check "devlink: fw_fatal counted 1 error and 1 recovery" grep -qE 'error 1 recover 1' /tmp/fw_fatal.txt
+ibv_rc_pingpong -d mlx5_0 -n 200 -c > /tmp/pp-server.txt 2>&1 &
+sleep 2
+ibv_rc_pingpong -d mlx5_0 -n 200 -c localhost > /tmp/pp-client.txt 2>&1
+rc=$?
+wait
+tail -2 /tmp/pp-client.txt | sed 's/^/# /'
+check "ibv_rc_pingpong after the recovery (exit $rc, 200 iterations)" grep -q '^200 iters in ' /tmp/pp-client.txt
+check "no kernel oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
+finish
