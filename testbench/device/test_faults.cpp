@@ -48,13 +48,16 @@ TEST_CASE("fault specs: kinds, names, numbers and every refusal", "[fault]") {
     CHECK(hca::parse_fault("lost-eqe:for=5").count == 0);  // a window without a count: all of it
     CHECK(hca::parse_fault("qp-event:qpn=7,type=last-wqe").type == hca::kEventSrqLastWqe);
     CHECK(hca::parse_fault("health-fatal").syndrome == hca::InitSeg::kSyndFwInternalErr);
+    CHECK(hca::parse_fault("lost-msix:event=cmd").scope.event == hca::kEventCmd);
+    CHECK(hca::parse_fault("lost-eqe:event=0xb").scope.event == hca::kEventPageRequest);
     for (const char *bad : {"", "no-such-kind", "cmd-status", "cmd-status:status=0", "cmd-status:opcode=NOPE,status=3",
                             "cmd-status:status=3,qpn=1", "cmd-delay:opcode=CREATE_CQ", "error-cqe:qpn=1",
                             "error-cqe:syndrome=4,qpn=0x1000000", "lost-eqe:every=0", "lost-eqe:prob=0",
                             "lost-eqe:prob=1.5", "lost-eqe:prob=x", "page-request:npages=0",
                             "page-request:npages=1,count=2", "qp-event:qpn=1", "qp-event:qpn=1,type=nope",
                             "port-event", "cq-error:cqn=1,syndrome=7", "lost-eqe:eqn", "lost-eqe:=3",
-                            "lost-eqe:eqn=99999999999999999999999", "init-delay:ms=-1"}) {
+                            "lost-eqe:eqn=99999999999999999999999", "init-delay:ms=-1", "lost-eqe:event=bogus",
+                            "cmd-drop:event=cmd"}) {
         CAPTURE(bad);
         CHECK_THROWS_AS(hca::parse_fault(bad), hca::FaultSpecError);
     }
@@ -252,6 +255,30 @@ TEST_CASE("lost-cqe, lost-eqe, lost-msix: the driver is not told", "[fault][dp]"
     CHECK(s.d.next_eqe(s.ceq));
     CHECK(s.b.host.msix[3] == irqs + 1);
     CHECK(!s.b.dev.eqs.find(s.ceq.eqn)->armed);
+}
+
+TEST_CASE("lost-msix event=cmd: a command's completion EQE is written, its interrupt is not", "[fault][cmd]") {
+    Bench b;
+    Driver d(b);
+    d.bring_up();
+    const uint32_t uar = d.alloc_uar();
+    auto ceq = d.create_eq(4, 6, {1ull << hca::kEventComp, 0, 0, 0}, uar);
+    auto cmdq = d.create_eq(4, 0, {1ull << hca::kEventCmd, 0, 0, 0}, uar);
+    REQUIRE(b.dev.faults.command("lost-msix:event=cmd").starts_with("ok"));
+    hca::EqeData data;
+    b.dev.eqs.post(ceq.eqn, hca::kEventComp, 0, data);  // another type: its interrupt is sent
+    CHECK(b.host.msix[6] == 1);
+    const unsigned before = b.host.msix[0];
+    CHECK(d.exec(Driver::inbox(hca::kOpNop, 0, 16), 16).completed);
+    CHECK(b.host.msix[0] == before);
+    auto e = d.next_eqe(cmdq);
+    REQUIRE(e);
+    CHECK((*e)[1] == hca::kEventCmd);
+    CHECK(!b.dev.eqs.find(cmdq.eqn)->armed);
+    d.eq_doorbell(cmdq, true);  // the driver's recovery polls and re-arms: the next one interrupts
+    b.pump();
+    CHECK(d.exec(Driver::inbox(hca::kOpNop, 0, 16), 16).completed);
+    CHECK(b.host.msix[0] == before + 1);
 }
 
 TEST_CASE("health-fatal and health-stall: the health buffer and counter as the driver polls them", "[fault][health]") {

@@ -30,17 +30,17 @@ def kinds():
     return subprocess.run([tool(), "kinds"], check=True, capture_output=True, text=True).stdout
 
 
-def check_specs(specs):
-    """Dies with the model's message if a --fault spec is bad (before any
-    VM boots)."""
+def check_specs(specs, what="--fault"):
+    """Dies with the model's message if a fault spec is bad (before any VM
+    boots, or before QMP is asked)."""
     if not specs:
         return
     for s in specs:
         if ";" in s:
-            die(f"--fault {s!r}: one fault per --fault (';' separates them in the device property)")
+            die(f"{what} {s!r}: one fault at a time (';' separates them in the device property)")
     r = subprocess.run([tool(), "check", *specs], capture_output=True, text=True)
     if r.returncode != 0:
-        die(f"--fault: {r.stderr.strip()}")
+        die(f"{what}: {r.stderr.strip()}")
 
 
 def device_property(specs):
@@ -78,7 +78,7 @@ def main(a):
     elif a.clear is not None:
         command = "clear" if a.clear == "all" else f"clear {a.clear}"
     elif a.spec:
-        check_specs([a.spec])
+        check_specs([a.spec], what="fault")
         command = a.spec
     else:
         die("say what to do: a fault KIND[:key=value,...], --show or --clear")
@@ -91,7 +91,9 @@ def main(a):
         die(f"node{node}: {text}")
     if command != "list":
         print(f"node{node} ({run_dir.name}): {command}")
-    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    if not text.strip():
+        text = "(no fault armed)"
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 

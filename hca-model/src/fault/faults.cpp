@@ -26,9 +26,10 @@ constexpr FaultInfo kInfo[] = {
     {FaultKind::WqeDmaError, "wqe-dma-error", false, "qpn=",
      "fetching a send WQE fails as a DMA error does; the QP goes to error"},
     {FaultKind::LostCqe, "lost-cqe", false, "cqn=", "a CQE is not written (its WQE is done)"},
-    {FaultKind::LostEqe, "lost-eqe", false, "eqn=", "an EQE is not written"},
-    {FaultKind::LostMsix, "lost-msix", false, "eqn=",
-     "an EQ's MSI-X message is not sent; the EQ is disarmed as if it had been"},
+    {FaultKind::LostEqe, "lost-eqe", false, "eqn= event=",
+     "an EQE is not written (event=: its type, e.g. comp, cmd, page-request, port-change)"},
+    {FaultKind::LostMsix, "lost-msix", false, "eqn= event=",
+     "the MSI-X message for a new EQE is not sent; the EQ is disarmed as if it had been"},
     {FaultKind::InitDelay, "init-delay", false, "ms=",
      "after the next reset the init segment says 'initializing' for ms"},
     {FaultKind::HealthFatal, "health-fatal", true, "syndrome=",
@@ -64,6 +65,10 @@ constexpr Named kPortEvents[] = {
     {"down", kPortEventDown}, {"active", kPortEventActive}, {"initialized", kPortEventInitialized},
     {"lid", kPortEventLid},   {"pkey", kPortEventPkey},     {"guid", kPortEventGuid},
     {"client-rereg", kPortEventClientRereg},
+};
+constexpr Named kEqeTypes[] = {
+    {"comp", kEventComp},         {"cmd", kEventCmd},           {"page-request", kEventPageRequest},
+    {"port-change", kEventPortChange}, {"cq-error", kEventCqError}, {"comm-est", kEventCommEst},
 };
 constexpr Named kCqErrors[] = {{"overrun", CqTable::kCqErrOverrun}, {"access", CqTable::kCqErrAccess}};
 
@@ -221,6 +226,9 @@ Fault parse_fault(std::string_view spec) {
             f.scope.cqn = number(k, v, 0, 0xffffff);
         } else if (k == "eqn") {
             f.scope.eqn = number(k, v, 0, 0xff);
+        } else if (k == "event") {
+            f.scope.event = !v.empty() && v[0] >= '0' && v[0] <= '9' ? static_cast<int32_t>(number(k, v, 0, 0xff))
+                                                                       : static_cast<int32_t>(named(k, v, kEqeTypes));
         } else if (k == "srqn") {
             f.srqn = number(k, v, 0, 0xffffff);
         } else if (k == "status") {
@@ -422,7 +430,8 @@ const Fault *FaultTable::hit(FaultKind k, const FaultSite &site) {
         }
         const FaultSite &s = f.scope;
         if ((s.opcode >= 0 && s.opcode != site.opcode) || (s.qpn >= 0 && s.qpn != site.qpn) ||
-            (s.cqn >= 0 && s.cqn != site.cqn) || (s.eqn >= 0 && s.eqn != site.eqn)) {
+            (s.cqn >= 0 && s.cqn != site.cqn) || (s.eqn >= 0 && s.eqn != site.eqn) ||
+            (s.event >= 0 && s.event != site.event)) {
             continue;
         }
         ++f.matches;

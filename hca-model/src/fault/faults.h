@@ -35,8 +35,8 @@ enum class FaultKind : uint8_t {
     ErrorCqe,     // a send WQE completes with an error CQE of syndrome=; the QP goes to error
     WqeDmaError,  // fetching a send WQE fails as a DMA error would; the QP goes to error
     LostCqe,      // a CQE is not written
-    LostEqe,      // an EQE is not written
-    LostMsix,     // an EQ's interrupt is not sent (the EQ is disarmed as if it had been)
+    LostEqe,      // an EQE is not written (scope eqn= and/or event=, the EQE type)
+    LostMsix,     // an EQ's interrupt for a new EQE is not sent (the EQ is disarmed as if it had been)
     InitDelay,    // after a reset the device stays "initializing" for ms=
     // Events.
     HealthFatal,  // firmware dies with health syndrome= (rfr set): the fatal-error path
@@ -64,6 +64,7 @@ struct FaultSite {
     int64_t qpn = -1;
     int64_t cqn = -1;
     int64_t eqn = -1;
+    int32_t event = -1;  // EQE type
 };
 
 struct Fault {

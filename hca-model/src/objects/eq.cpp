@@ -130,11 +130,12 @@ void EqTable::cmd_query_eq(CmdCtx &c) {
     c.set(ifc::query_eq_out::event_bitmask, bits);
 }
 
-void EqTable::fire(Eq &eq) {
+void EqTable::fire(Eq &eq, int32_t type) {
     eq.armed = false;
-    if (dev_.faults.armed(FaultKind::LostMsix)) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::LostMsix, {.eqn = eq.eqn})) {
-            dev_.faults.fired(*f, fmt::format("eqn={} msix vector={} not sent", eq.eqn, eq.intr));
+    if (dev_.faults.armed(FaultKind::LostMsix) && type >= 0) {
+        if (const Fault *f = dev_.faults.hit(FaultKind::LostMsix, {.eqn = eq.eqn, .event = type})) {
+            dev_.faults.fired(*f, fmt::format("eqn={} msix vector={} for an EQE of type 0x{:x} not sent", eq.eqn,
+                                              eq.intr, type));
             return;
         }
     }
@@ -220,7 +221,7 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
         return false;
     }
     if (dev_.faults.armed(FaultKind::LostEqe)) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.eqn = eqn})) {
+        if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.eqn = eqn, .event = type})) {
             dev_.faults.fired(*f, fmt::format("eqn={} EQE type=0x{:x} sub_type=0x{:x} not written", eqn, type, sub_type));
             return true;
         }
@@ -250,7 +251,7 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
     ++eq->eqes;
     ++dev_.counters.eqes;
     if (eq->armed) {
-        fire(*eq);
+        fire(*eq, type);
     }
     return true;
 }

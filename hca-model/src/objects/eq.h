@@ -130,7 +130,8 @@ class EqTable {
     std::string info() const;
 
   private:
-    void fire(Eq &eq);
+    // An EQ interrupt; type: the EQE that raised it (-1: arming over EQEs pending).
+    void fire(Eq &eq, int32_t type = -1);
 
     Device &dev_;
     std::map<uint32_t, Eq> eqs_;
