@@ -28,11 +28,11 @@ class CHost final : public hca::Host {
     int64_t now_ns() override { return ops_.clock_ns(opaque_); }
     // The model's frames become bytes of the port's stream here; the host
     // only carries them (hca_model_port_tx_peek/done).
-    void port_tx(unsigned port, const void *frame, size_t len) override {
+    void port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) override {
         if (!ops_.port_tx_ready || port != 1 || !connected) {
             return;
         }
-        if (writer.push({static_cast<const uint8_t *>(frame), len})) {
+        if (writer.push(head, body)) {
             ops_.port_tx_ready(opaque_, port);
         }
     }
@@ -152,7 +152,7 @@ void hca_model_port_connected(HcaModel *m, unsigned port) {
         m->dev.trace(hca::kTrPort, "link: connected to the fabric; hello node_guid=0x{:016x} port_guid=0x{:016x} port={}",
                      hello.node_guid, hello.port_guid, hello.port_num);
         // The link comes up when the fabric says so (a link-state frame).
-        h.port_tx(port, iba::link::hello_frame(hello).data(), iba::link::kHeader + iba::link::kHelloBody);
+        h.port_tx(port, iba::link::hello_frame(hello), {});
     });
 }
 

@@ -339,10 +339,9 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         trace(kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
         return;
     }
-    tx_frame_.resize(iba::link::kHeader + pkt.bytes.size());
-    iba::link::put_header(tx_frame_.data(), iba::link::kPacket, 0, pkt.id);
-    std::memcpy(tx_frame_.data() + iba::link::kHeader, pkt.bytes.data(), pkt.bytes.size());
-    host_.port_tx(p.num(), tx_frame_.data(), tx_frame_.size());
+    uint8_t header[iba::link::kHeader];
+    iba::link::put_header(header, iba::link::kPacket, 0, pkt.id);
+    host_.port_tx(p.num(), header, pkt.bytes);
 }
 
 void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {

@@ -177,7 +177,6 @@ class Device {
     };
     std::deque<Doorbell> doorbells_;
     std::deque<Packet> rx_;  // packets waiting for the receive side
-    std::vector<uint8_t> tx_frame_;  // the link frame of the packet being sent
     uint64_t next_packet_id_ = 1;
     bool fault_cqe_opcode_ = false;
     void receive(Packet &pkt);

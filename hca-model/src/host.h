@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace hca {
 
@@ -20,7 +21,9 @@ class Host {
     // Call Device::on_timer() at deadline_ns (replaces; negative cancels).
     virtual void timer_mod(int64_t deadline_ns) = 0;
     virtual int64_t now_ns() = 0;
-    virtual void port_tx(unsigned port, const void *pkt, size_t len) = 0;
+    // One link frame for port's fabric stream: head followed by body (a
+    // link header and the packet: the host copies them once, together).
+    virtual void port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) = 0;
 };
 
 }  // namespace hca

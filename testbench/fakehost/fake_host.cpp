@@ -110,12 +110,12 @@ void FakeHost::msix_notify(unsigned vector) {
     ++msix[vector];
 }
 
-void FakeHost::port_tx(unsigned port, const void *pkt, size_t len) {
+void FakeHost::port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) {
     if (recording) {
-        recorded.push_back({'t', port, len});
+        recorded.push_back({'t', port, head.size() + body.size()});
     }
-    const auto *p = static_cast<const uint8_t *>(pkt);
-    tx.emplace_back(p, p + len);
+    auto &f = tx.emplace_back(head.begin(), head.end());
+    f.insert(f.end(), body.begin(), body.end());
 }
 
 Bench::Bench(const hca::DeviceConfig &cfg, size_t mem_bytes) : host(mem_bytes), dev(host, cfg) {

@@ -42,7 +42,7 @@ class FakeHost final : public hca::Host {
     void schedule() override { scheduled = true; }
     void timer_mod(int64_t deadline_ns) override { timer_deadline = deadline_ns; }
     int64_t now_ns() override { return clock; }
-    void port_tx(unsigned port, const void *pkt, size_t len) override;
+    void port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) override;
 
     int64_t clock = 1'000'000'000;
     bool scheduled = false;

@@ -86,8 +86,9 @@ bool StreamReader::take_partial(std::span<const uint8_t> &in, std::span<const ui
     return true;
 }
 
-bool StreamWriter::push(std::span<const uint8_t> frame) {
-    if (frame.empty() || frame.size() > kMaxFrame || buf_.size() - head_ + kLength + frame.size() > kMaxQueued) {
+bool StreamWriter::push(std::span<const uint8_t> head, std::span<const uint8_t> body) {
+    const size_t len = head.size() + body.size();
+    if (len == 0 || len > kMaxFrame || buf_.size() - head_ + kLength + len > kMaxQueued) {
         ++frames_dropped_;
         return false;
     }
@@ -96,9 +97,10 @@ bool StreamWriter::push(std::span<const uint8_t> frame) {
         head_ = 0;
     }
     const size_t at = buf_.size();
-    buf_.resize(at + kLength + frame.size());
-    put_length(&buf_[at], static_cast<uint32_t>(frame.size()));
-    std::copy(frame.begin(), frame.end(), buf_.begin() + at + kLength);
+    buf_.resize(at + kLength + len);
+    put_length(&buf_[at], static_cast<uint32_t>(len));
+    std::copy(head.begin(), head.end(), buf_.begin() + at + kLength);
+    std::copy(body.begin(), body.end(), buf_.begin() + at + kLength + head.size());
     ++frames_out_;
     return true;
 }

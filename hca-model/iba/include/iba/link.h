@@ -87,7 +87,10 @@ class StreamWriter {
 
     // Queues one frame; false if the queue is full (the frame is dropped and
     // counted, as on a congested link).
-    bool push(std::span<const uint8_t> frame);
+    bool push(std::span<const uint8_t> frame) { return push(frame, {}); }
+    // Queues the frame head + body (a header and the packet it frames,
+    // copied once, straight into the queue).
+    bool push(std::span<const uint8_t> head, std::span<const uint8_t> body);
     std::span<const uint8_t> pending() const { return {buf_.data() + head_, buf_.size() - head_}; }
     void consumed(size_t n);
     // A function reset: queued packets are forgotten; a frame partly
