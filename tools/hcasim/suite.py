@@ -41,7 +41,7 @@ SUITES = {
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
     "faults": ("injected faults and the unmodified driver's reaction: command status, delivery, delay; error "
                "CQEs; QP and port events; page requests; fatal health and the driver's recovery (docs/FAULTS.md)",
-               ["17-faults", "18-faults-slow"]),
+               ["17-faults", "18-faults-slow", "19-faults-ipoib"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),
