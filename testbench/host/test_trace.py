@@ -102,6 +102,35 @@ class TraceSummary(unittest.TestCase):
         self.assertRegex(out, r"errors: \d+")
         self.assertIn("gap(s) in seq", out)
 
+    def test_faults(self):
+        """Injected faults get their own table: kind, firings, the first
+        firing's seq, how each ended, the spec as armed."""
+        lines = [
+            "1 10.000 fault armed id=1 kind=cmd-status cmd-status:opcode=CREATE_CQ,status=BAD_PARAM",
+            "2 11.000 fault fired id=1 kind=cmd-status n=1 slot=0 opcode=CREATE_CQ(0x400) status=bad parameter(0x3)",
+            "3 11.001 fault retired id=1 kind=cmd-status after 1 firing(s)",
+            "4 11.002 cmd done slot=0 opcode=CREATE_CQ(0x400) op_mod=0x0 status=bad parameter(0x3) ns=1",
+            "5 12.000 fault armed id=2 kind=lost-eqe lost-eqe:eqn=3,count=0",
+            "6 13.000 fault fired id=2 kind=lost-eqe n=1 eqn=3 EQE type=0x0 sub_type=0x0 not written",
+            "7 14.000 fault fired id=2 kind=lost-eqe n=2 eqn=3 EQE type=0x0 sub_type=0x0 not written",
+            "8 15.000 fault cleared id=2 kind=lost-eqe matches=2 fired=2",
+            "9 16.000 fault armed id=3 kind=health-stall health-stall",
+            "10 16.001 fault fired id=3 kind=health-stall n=1 health counter stopped",
+            "11 17.000 fault armed id=4 kind=cmd-drop cmd-drop:opcode=NOP",
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "node0" / "hca.trace"
+            p.parent.mkdir()
+            p.write_text("\n".join(lines) + "\n")
+            rc, out, _ = hcasim("trace", "summary", d)
+        self.assertEqual(rc, 0)
+        self.assertIn("injected faults: 4, fired 4 times", out)
+        self.assertRegex(out, r"node0\s+1\s+cmd-status\s+1\s+seq 2\s+retired\s+cmd-status:opcode=CREATE_CQ,status=BAD_PARAM")
+        self.assertRegex(out, r"node0\s+2\s+lost-eqe\s+2\s+seq 6\s+cleared\s+lost-eqe:eqn=3,count=0")
+        self.assertRegex(out, r"node0\s+3\s+health-stall\s+1\s+seq 10\s+fired\s+health-stall")
+        self.assertRegex(out, r"node0\s+4\s+cmd-drop\s+0\s+-\s+armed\s+cmd-drop:opcode=NOP")
+        self.assertRegex(out, r"command failed: CREATE_CQ")
+
     def test_streams(self):
         """A large trace is summarised without holding it in memory."""
         with tempfile.TemporaryDirectory() as d:

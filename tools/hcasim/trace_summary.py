@@ -47,6 +47,7 @@ class Summary:
         self.errors = Counter()           # (kind, shape)
         self.anomalies = Counter()
         self.first = {}                   # (kind, shape) -> first Event
+        self.faults = {}                  # (node, id) -> dict: the injected faults
         self.examples = examples
         self.nodes = []
 
@@ -174,8 +175,24 @@ class Summary:
         elif ev == "create_cq":
             self.cqs[(n, e.int("cqn"))]["eqn"] = e.int("eqn") or 0
 
+    def _fault(self, n, ev, e):
+        fid = e.int("id")
+        if fid is None:
+            return
+        f = self.faults.setdefault((n, fid), {"kind": e.get("kind", "?"), "spec": "", "armed": None, "fired": 0,
+                                             "first": None, "last": None, "end": ""})
+        if ev == "armed":
+            f["armed"] = e
+            f["spec"] = e.words[-1] if e.words else ""
+        elif ev == "fired":
+            f["fired"] += 1
+            f["first"] = f["first"] or e
+            f["last"] = e
+        elif ev in ("retired", "expired", "cleared", "dropped"):
+            f["end"] = ev
+
     _BY_CATEGORY = {"wqe": _wqe, "pkt": _pkt, "cqe": _cqe, "eq": _eq, "irq": _irq, "guest_err": _guest_err,
-                    "cmd": _cmd, "qp": _qp, "mkey": _mkey, "obj": _obj}
+                    "cmd": _cmd, "qp": _qp, "mkey": _mkey, "obj": _obj, "fault": _fault}
 
     # -- the report ------------------------------------------------------------
 
@@ -185,6 +202,7 @@ class Summary:
         L.extend(self.per_node_tables(nodes))
         L.extend(self.qp_table())
         L.extend(self.cq_eq_tables())
+        L.extend(self.fault_lines())
         L.extend(self.error_lines())
         return L
 
@@ -263,6 +281,22 @@ class Summary:
             L.extend("  " + x for x in table(rows, ["node", "eqn", "EQEs", "interrupts", "doorbells"],
                                              right={1, 2, 3, 4}))
             L.append("")
+        return L
+
+    def fault_lines(self):
+        """The injected faults (docs/FAULTS.md): what was armed, how often it
+        fired and where first, so the errors below can be told from bugs."""
+        if not self.faults:
+            return []
+        rows = []
+        for (n, fid), f in sorted(self.faults.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            first = f["first"]
+            rows.append([n, fid, f["kind"], f["fired"], f"seq {first.seq}" if first else "-",
+                         f["end"] or ("fired" if f["fired"] else "armed" if f["armed"] else "?"), f["spec"]])
+        L = [f"injected faults: {len(rows)}, fired {sum(f['fired'] for f in self.faults.values())} times"]
+        L.extend("  " + x for x in table(rows, ["node", "id", "kind", "fired", "first fired", "state", "spec"],
+                                         right={1, 3}))
+        L.append("")
         return L
 
     def error_lines(self):
