@@ -168,6 +168,120 @@ uint64_t next_random(uint64_t &s) {
 
 const FaultInfo &fault_info(FaultKind k) { return kInfo[static_cast<size_t>(k)]; }
 
+namespace {
+
+// The keys a spec gave that change what the defaults mean.
+struct Seen {
+    bool seed = false;
+    bool count = false;
+    bool syndrome = false;
+};
+
+// count=, every=, prob=, seed=, for=, after=: every kind's trigger keys.
+bool trigger_key(Fault &f, std::string_view k, std::string_view v, Seen &seen) {
+    if (k == "count") {
+        f.count = static_cast<uint32_t>(number(k, v, 0, UINT32_MAX));
+        seen.count = true;
+    } else if (k == "every") {
+        f.every = static_cast<uint32_t>(number(k, v, 1, UINT32_MAX));
+    } else if (k == "prob") {
+        char *end = nullptr;
+        const std::string s(v);
+        f.prob = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end || !(f.prob > 0.0 && f.prob <= 1.0)) {
+            bad(fmt::format("prob={}: a probability in (0, 1]", v.substr(0, 40)));
+        }
+    } else if (k == "seed") {
+        f.rng = static_cast<uint64_t>(number(k, v, 0, INT64_MAX));
+        seen.seed = true;
+    } else if (k == "for") {
+        f.window_ns = number(k, v, 1, 86'400'000) * 1'000'000;
+    } else if (k == "after") {
+        f.after_ns = number(k, v, 0, 86'400'000) * 1'000'000;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// The scope and arguments a kind takes (FaultInfo::keys).
+void argument_key(Fault &f, const FaultInfo &info, std::string_view k, std::string_view v, Seen &seen) {
+    if (std::string_view(info.keys).find(std::string(k) + "=") == std::string_view::npos) {
+        bad(fmt::format("{} takes no '{}' (it takes: {}count= every= prob= seed= for= after=)", info.name,
+                        k.substr(0, 40), info.keys[0] ? std::string(info.keys) + " " : ""));
+    }
+    if (k == "opcode") {
+        f.scope.opcode = static_cast<int32_t>(opcode_of(v));
+    } else if (k == "qpn") {
+        f.scope.qpn = number(k, v, 0, 0xffffff);
+    } else if (k == "cqn") {
+        f.scope.cqn = number(k, v, 0, 0xffffff);
+    } else if (k == "eqn") {
+        f.scope.eqn = number(k, v, 0, 0xff);
+    } else if (k == "event") {
+        f.scope.event = !v.empty() && v[0] >= '0' && v[0] <= '9' ? static_cast<int32_t>(number(k, v, 0, 0xff))
+                                                                   : static_cast<int32_t>(named(k, v, kEqeTypes));
+    } else if (k == "srqn") {
+        f.srqn = number(k, v, 0, 0xffffff);
+    } else if (k == "status") {
+        f.status = status_of(v);
+    } else if (k == "delivery") {
+        f.delivery = delivery_of(v);
+    } else if (k == "syndrome") {
+        seen.syndrome = true;
+        if (f.kind == FaultKind::CqError) {
+            f.syndrome = named(k, v, kCqErrors);
+        } else if (f.kind == FaultKind::ErrorCqe || f.kind == FaultKind::HealthFatal) {
+            f.syndrome = static_cast<uint32_t>(number(k, v, 1, 0xff));
+        } else {
+            f.syndrome = static_cast<uint32_t>(number(k, v, 0, UINT32_MAX));
+        }
+    } else if (k == "ms") {
+        f.ms = number(k, v, 0, 600'000);
+    } else if (k == "npages") {
+        f.npages = static_cast<int32_t>(number(k, v, -65536, 65536));
+        if (f.npages == 0) {
+            bad("npages=0 asks for nothing");
+        }
+    } else if (k == "type") {
+        f.type = static_cast<uint8_t>(f.kind == FaultKind::QpEvent ? named(k, v, kQpEvents) : named(k, v, kSrqEvents));
+    } else if (k == "subtype") {
+        f.subtype = static_cast<uint8_t>(named(k, v, kPortEvents));
+    }
+}
+
+// What each kind cannot do without, and what an event cannot have.
+void check_needs(Fault &f, const FaultInfo &info, const Seen &seen) {
+    const auto need = [&](bool ok, const char *what) {
+        if (!ok) {
+            bad(fmt::format("{} needs {}", info.name, what));
+        }
+    };
+    switch (f.kind) {
+    case FaultKind::CmdStatus: need(f.status != 0, "status="); break;
+    case FaultKind::CmdDelivery: need(f.delivery != 0, "delivery="); break;
+    case FaultKind::CmdDelay: need(f.ms > 0, "ms="); break;
+    case FaultKind::InitDelay: need(f.ms > 0, "ms="); break;
+    case FaultKind::ErrorCqe: need(seen.syndrome, "syndrome="); break;
+    case FaultKind::PageRequest: need(f.npages != 0, "npages="); break;
+    case FaultKind::QpEvent: need(f.scope.qpn >= 0 && f.type != 0, "qpn= and type="); break;
+    case FaultKind::SrqEvent: need(f.srqn >= 0 && f.type != 0, "srqn= and type="); break;
+    case FaultKind::CqError: need(f.scope.cqn >= 0 && seen.syndrome, "cqn= and syndrome="); break;
+    case FaultKind::PortEvent: need(f.subtype != 0, "subtype="); break;
+    case FaultKind::HealthFatal:
+        if (!seen.syndrome) {
+            f.syndrome = InitSeg::kSyndFwInternalErr;
+        }
+        break;
+    default: break;
+    }
+    if (info.event && (seen.count || f.every != 1 || f.prob != 1.0 || f.window_ns)) {
+        bad(fmt::format("{} is an event: it happens once (after= delays it)", info.name));
+    }
+}
+
+}  // namespace
+
 Fault parse_fault(std::string_view spec) {
     Fault f;
     const size_t colon = spec.find(':');
@@ -182,7 +296,7 @@ Fault parse_fault(std::string_view spec) {
         bad(fmt::format("no fault kind '{}' (./hcasim fault --list)", kind.substr(0, 40)));
     }
     f.kind = info->kind;
-    bool has_seed = false, has_count = false, has_syndrome = false;
+    Seen seen;
     std::string_view rest = colon == std::string_view::npos ? std::string_view{} : spec.substr(colon + 1);
     while (!rest.empty()) {
         const size_t comma = rest.find(',');
@@ -193,101 +307,15 @@ Fault parse_fault(std::string_view spec) {
             bad(fmt::format("'{}': expected key=value", kv.substr(0, 40)));
         }
         const std::string_view k = kv.substr(0, eq), v = kv.substr(eq + 1);
-        const auto takes = [&](std::string_view key) {
-            return std::string_view(info->keys).find(std::string(key) + "=") != std::string_view::npos;
-        };
-        if (k == "count") {
-            f.count = static_cast<uint32_t>(number(k, v, 0, UINT32_MAX));
-            has_count = true;
-        } else if (k == "every") {
-            f.every = static_cast<uint32_t>(number(k, v, 1, UINT32_MAX));
-        } else if (k == "prob") {
-            char *end = nullptr;
-            const std::string s(v);
-            f.prob = std::strtod(s.c_str(), &end);
-            if (s.empty() || *end || !(f.prob > 0.0 && f.prob <= 1.0)) {
-                bad(fmt::format("prob={}: a probability in (0, 1]", v.substr(0, 40)));
-            }
-        } else if (k == "seed") {
-            f.rng = static_cast<uint64_t>(number(k, v, 0, INT64_MAX));
-            has_seed = true;
-        } else if (k == "for") {
-            f.window_ns = number(k, v, 1, 86'400'000) * 1'000'000;
-        } else if (k == "after") {
-            f.after_ns = number(k, v, 0, 86'400'000) * 1'000'000;
-        } else if (!takes(k)) {
-            bad(fmt::format("{} takes no '{}' (it takes: {}count= every= prob= seed= for= after=)", info->name,
-                            k.substr(0, 40), info->keys[0] ? std::string(info->keys) + " " : ""));
-        } else if (k == "opcode") {
-            f.scope.opcode = static_cast<int32_t>(opcode_of(v));
-        } else if (k == "qpn") {
-            f.scope.qpn = number(k, v, 0, 0xffffff);
-        } else if (k == "cqn") {
-            f.scope.cqn = number(k, v, 0, 0xffffff);
-        } else if (k == "eqn") {
-            f.scope.eqn = number(k, v, 0, 0xff);
-        } else if (k == "event") {
-            f.scope.event = !v.empty() && v[0] >= '0' && v[0] <= '9' ? static_cast<int32_t>(number(k, v, 0, 0xff))
-                                                                       : static_cast<int32_t>(named(k, v, kEqeTypes));
-        } else if (k == "srqn") {
-            f.srqn = number(k, v, 0, 0xffffff);
-        } else if (k == "status") {
-            f.status = status_of(v);
-        } else if (k == "delivery") {
-            f.delivery = delivery_of(v);
-        } else if (k == "syndrome") {
-            has_syndrome = true;
-            if (f.kind == FaultKind::CqError) {
-                f.syndrome = named(k, v, kCqErrors);
-            } else if (f.kind == FaultKind::ErrorCqe || f.kind == FaultKind::HealthFatal) {
-                f.syndrome = static_cast<uint32_t>(number(k, v, 1, 0xff));
-            } else {
-                f.syndrome = static_cast<uint32_t>(number(k, v, 0, UINT32_MAX));
-            }
-        } else if (k == "ms") {
-            f.ms = number(k, v, 0, 600'000);
-        } else if (k == "npages") {
-            f.npages = static_cast<int32_t>(number(k, v, -65536, 65536));
-            if (f.npages == 0) {
-                bad("npages=0 asks for nothing");
-            }
-        } else if (k == "type") {
-            f.type = static_cast<uint8_t>(f.kind == FaultKind::QpEvent ? named(k, v, kQpEvents) : named(k, v, kSrqEvents));
-        } else if (k == "subtype") {
-            f.subtype = static_cast<uint8_t>(named(k, v, kPortEvents));
+        if (!trigger_key(f, k, v, seen)) {
+            argument_key(f, *info, k, v, seen);
         }
     }
-    // What each kind cannot do without.
-    const auto need = [&](bool ok, const char *what) {
-        if (!ok) {
-            bad(fmt::format("{} needs {}", info->name, what));
-        }
-    };
-    switch (f.kind) {
-    case FaultKind::CmdStatus: need(f.status != 0, "status="); break;
-    case FaultKind::CmdDelivery: need(f.delivery != 0, "delivery="); break;
-    case FaultKind::CmdDelay: need(f.ms > 0, "ms="); break;
-    case FaultKind::InitDelay: need(f.ms > 0, "ms="); break;
-    case FaultKind::ErrorCqe: need(has_syndrome, "syndrome="); break;
-    case FaultKind::PageRequest: need(f.npages != 0, "npages="); break;
-    case FaultKind::QpEvent: need(f.scope.qpn >= 0 && f.type != 0, "qpn= and type="); break;
-    case FaultKind::SrqEvent: need(f.srqn >= 0 && f.type != 0, "srqn= and type="); break;
-    case FaultKind::CqError: need(f.scope.cqn >= 0 && has_syndrome, "cqn= and syndrome="); break;
-    case FaultKind::PortEvent: need(f.subtype != 0, "subtype="); break;
-    case FaultKind::HealthFatal:
-        if (!has_syndrome) {
-            f.syndrome = InitSeg::kSyndFwInternalErr;
-        }
-        break;
-    default: break;
-    }
-    if (info->event && (has_count || f.every != 1 || f.prob != 1.0 || f.window_ns)) {
-        bad(fmt::format("{} is an event: it happens once (after= delays it)", info->name));
-    }
-    if (f.window_ns && !has_count) {
+    check_needs(f, *info, seen);
+    if (f.window_ns && !seen.count) {
         f.count = 0;  // a window without a count: every match inside it
     }
-    if (!has_seed) {
+    if (!seen.seed) {
         f.rng = 0x68636173696dull;  // a fixed default: runs repeat
     }
     f.text = std::string(spec.substr(0, 400));
