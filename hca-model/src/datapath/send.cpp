@@ -264,11 +264,9 @@ void QpTable::process_sq(Qp &qp) {
         const uint16_t index = qp.sq_ci;
         uint32_t ds = 0, bbs = 0;
         Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
-        if (dev_.faults.armed(FaultKind::WqeDmaError) && fetched == Fetch::Ok) {
-            if (const Fault *f = dev_.faults.hit(FaultKind::WqeDmaError, {.qpn = qp.qpn})) {
-                dev_.faults.fired(*f, fmt::format("qpn=0x{:x} index=0x{:x}: WQE fetch failed", qp.qpn, index));
-                fetched = Fetch::NotReadable;
-            }
+        if (const Fault *f = fetched == Fetch::Ok ? dev_.faults.hit(FaultKind::WqeDmaError, {.qpn = qp.qpn}) : nullptr) {
+            dev_.faults.fired(*f, fmt::format("qpn=0x{:x} index=0x{:x}: WQE fetch failed", qp.qpn, index));
+            fetched = Fetch::NotReadable;
         }
         if (fetched == Fetch::NotReadable) {
             to_error(qp, "WQE not readable");
@@ -310,13 +308,11 @@ bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x} names QPN 0x{:x}", qp.qpn, w.index, w.qpn);
         return fail_wqe(qp, w, kSyndLocalQpOp, "WQE for another QP");
     }
-    if (dev_.faults.armed(FaultKind::ErrorCqe)) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::ErrorCqe, {.qpn = qp.qpn, .cqn = qp.cqn_snd})) {
-            dev_.faults.fired(*f, fmt::format("qpn=0x{:x} index=0x{:x} opcode={} syndrome={}(0x{:x})", qp.qpn, w.index,
-                                              wqe_opcode_name(w.opcode), cqe_syndrome_name(static_cast<uint8_t>(f->syndrome)),
-                                              f->syndrome));
-            return fail_wqe(qp, w, static_cast<uint8_t>(f->syndrome), "injected fault");
-        }
+    if (const Fault *f = dev_.faults.hit(FaultKind::ErrorCqe, {.qpn = qp.qpn, .cqn = qp.cqn_snd})) {
+        dev_.faults.fired(*f, fmt::format("qpn=0x{:x} index=0x{:x} opcode={} syndrome={}(0x{:x})", qp.qpn, w.index,
+                                          wqe_opcode_name(w.opcode), cqe_syndrome_name(static_cast<uint8_t>(f->syndrome)),
+                                          f->syndrome));
+        return fail_wqe(qp, w, static_cast<uint8_t>(f->syndrome), "injected fault");
     }
     if (w.opcode == kWqeNop) {
         return local_done(qp, w);

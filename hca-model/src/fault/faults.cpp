@@ -441,7 +441,7 @@ bool FaultTable::draw(Fault &f) {
     return static_cast<double>(next_random(f.rng) >> 11) * 0x1.0p-53 < f.prob;
 }
 
-const Fault *FaultTable::hit(FaultKind k, const FaultSite &site) {
+const Fault *FaultTable::match(FaultKind k, const FaultSite &site) {
     const int64_t t = dev_.now();
     for (size_t i = 0; i < faults_.size(); ++i) {
         Fault &f = faults_[i];

@@ -126,13 +126,15 @@ class FaultTable {
 
     // Is a fault of kind armed at all? (The cheap test of the hot paths.)
     bool armed(FaultKind k) const { return (mask_ >> static_cast<unsigned>(k)) & 1; }
-    // The fault of kind that fires at site now, or nullptr. A one-shot
-    // fault that fires is retired (its firing is traced first).
-    const Fault *hit(FaultKind k, const FaultSite &site);
+    // The fault of kind that fires at site now, or nullptr: one bit test
+    // when no fault of kind is armed. A one-shot fault that fires is
+    // retired (its firing is traced first).
+    const Fault *hit(FaultKind k, const FaultSite &site) { return armed(k) ? match(k, site) : nullptr; }
     // Traces a fired fault's effect ("fault fired id=... what").
     void fired(const Fault &f, std::string_view what);
 
   private:
+    const Fault *match(FaultKind k, const FaultSite &site);
     void act(uint32_t id);  // an event fault's action
     void update_mask();
     bool draw(Fault &f);

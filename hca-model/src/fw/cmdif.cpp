@@ -120,7 +120,7 @@ bool CommandInterface::execute(unsigned slot) {
 
     std::vector<uint8_t> in;
     std::vector<uint8_t> out;
-    Injected fault = Injected::None;
+    Verdict fault;
     CmdCtx ctx{.in = {}, .out = out};
     ctx.slot = slot;
     if (deliv == Delivery::OK) {
@@ -135,10 +135,10 @@ bool CommandInterface::execute(unsigned slot) {
         ctx.opcode = static_cast<uint16_t>(ifc::get(in.data(), ifc::cmd_in_hdr::opcode));
         ctx.op_mod = static_cast<uint16_t>(ifc::get(in.data(), ifc::cmd_in_hdr::op_mod));
         fault = injected(slot, ctx, deliv);
-        if (fault == Injected::Drop) {
+        if (fault.what == Injected::Drop) {
             return false;  // the slot stays the device's: no ownership, no EQE
         }
-        if (fault == Injected::None || fault == Injected::Delay) {
+        if (fault.what == Injected::None || fault.what == Injected::Delay) {
             dev_.fw.execute(ctx);
         }
         ++dev_.counters.commands;
@@ -158,17 +158,17 @@ bool CommandInterface::execute(unsigned slot) {
     }
     // Ownership back to software last, with the delivery status.
     const uint8_t status_own = static_cast<uint8_t>(static_cast<uint8_t>(deliv) << 1);
-    if (fault == Injected::Delay) {
-        complete_later(slot, lay_addr, status_own, !ctx.suppress_eqe);
+    if (fault.what == Injected::Delay) {
+        complete_later(fault.delay_ns, slot, lay_addr, status_own, !ctx.suppress_eqe);
     } else {
         dev_.dma_write(lay_addr + kLayStatusOwn, &status_own, 1);
     }
 
     const int64_t took = dev_.now() - t0;
-    if (deliv != Delivery::OK && fault != Injected::Delivery) {
+    if (deliv != Delivery::OK && fault.what != Injected::Delivery) {
         dev_.guest_error("cmd slot={} delivery status {} (0x{:x}) inlen={} outlen={}", slot,
                          delivery_name(deliv), static_cast<unsigned>(deliv), inlen, outlen);
-    } else if (!ctx.ok() && fault != Injected::Status) {
+    } else if (!ctx.ok() && fault.what != Injected::Status) {
         dev_.guest_error("cmd slot={} {}(0x{:x}) op_mod=0x{:x}: {} status={}(0x{:x}) syndrome=0x{:08x}", slot,
                          opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, ctx.error, status_name(ctx.status),
                          static_cast<unsigned>(ctx.status), ctx.syndrome);
@@ -181,57 +181,49 @@ bool CommandInterface::execute(unsigned slot) {
         dev_.trace(kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
         dev_.trace(kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
     }
-    return fault != Injected::Delay && !ctx.suppress_eqe;
+    return fault.what != Injected::Delay && !ctx.suppress_eqe;
 }
 
 // A fault armed for this command (fault/faults.h): the status, delivery
 // status, delay or silence the user asked for, decided once the opcode is
 // known.
-CommandInterface::Injected CommandInterface::injected(unsigned slot, CmdCtx &ctx, Delivery &deliv) {
+CommandInterface::Verdict CommandInterface::injected(unsigned slot, CmdCtx &ctx, Delivery &deliv) {
     FaultTable &faults = dev_.faults;
     const FaultSite site{.opcode = ctx.opcode};
-    if (faults.armed(FaultKind::CmdDrop)) {
-        if (const Fault *f = faults.hit(FaultKind::CmdDrop, site)) {
-            faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) dropped: no completion", slot,
-                                         opcode_name(ctx.opcode), ctx.opcode));
-            return Injected::Drop;
-        }
+    if (const Fault *f = faults.hit(FaultKind::CmdDrop, site)) {
+        faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) dropped: no completion", slot,
+                                     opcode_name(ctx.opcode), ctx.opcode));
+        return {Injected::Drop};
     }
-    if (faults.armed(FaultKind::CmdDelivery)) {
-        if (const Fault *f = faults.hit(FaultKind::CmdDelivery, site)) {
-            deliv = static_cast<Delivery>(f->delivery);
-            faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) delivery={}(0x{:x})", slot,
-                                         opcode_name(ctx.opcode), ctx.opcode, delivery_name(deliv), f->delivery));
-            return Injected::Delivery;
-        }
+    if (const Fault *f = faults.hit(FaultKind::CmdDelivery, site)) {
+        deliv = static_cast<Delivery>(f->delivery);
+        faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) delivery={}(0x{:x})", slot,
+                                     opcode_name(ctx.opcode), ctx.opcode, delivery_name(deliv), f->delivery));
+        return {Injected::Delivery};
     }
-    if (faults.armed(FaultKind::CmdStatus)) {
-        if (const Fault *f = faults.hit(FaultKind::CmdStatus, site)) {
-            const auto status = static_cast<Status>(f->status);
-            ctx.fail(status, "injected fault id={}", f->id);
-            ctx.syndrome = f->syndrome;
-            faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) status={}(0x{:x}) syndrome=0x{:08x}", slot,
-                                         opcode_name(ctx.opcode), ctx.opcode, status_name(status), f->status,
-                                         f->syndrome));
-            return Injected::Status;
-        }
+    if (const Fault *f = faults.hit(FaultKind::CmdStatus, site)) {
+        const auto status = static_cast<Status>(f->status);
+        ctx.fail(status, "injected fault id={}", f->id);
+        ctx.syndrome = f->syndrome;
+        faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) status={}(0x{:x}) syndrome=0x{:08x}", slot,
+                                     opcode_name(ctx.opcode), ctx.opcode, status_name(status), f->status,
+                                     f->syndrome));
+        return {Injected::Status};
     }
-    if (faults.armed(FaultKind::CmdDelay)) {
-        if (const Fault *f = faults.hit(FaultKind::CmdDelay, site)) {
-            delay_ns_ = f->ms * 1'000'000;
-            faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) completes in {} ms", slot,
-                                         opcode_name(ctx.opcode), ctx.opcode, f->ms));
-            return Injected::Delay;
-        }
+    if (const Fault *f = faults.hit(FaultKind::CmdDelay, site)) {
+        faults.fired(*f, fmt::format("slot={} opcode={}(0x{:x}) completes in {} ms", slot,
+                                     opcode_name(ctx.opcode), ctx.opcode, f->ms));
+        return {Injected::Delay, f->ms * 1'000'000};
     }
-    return Injected::None;
+    return {};
 }
 
 // The completion of a delayed command: ownership back, then its EQE. A
 // reset or teardown drops it with every other timer, so nothing is written
 // after them.
-void CommandInterface::complete_later(unsigned slot, uint64_t lay_addr, uint8_t status_own, bool eqe) {
-    dev_.add_timer(delay_ns_, [this, slot, lay_addr, status_own, eqe] {
+void CommandInterface::complete_later(int64_t delay_ns, unsigned slot, uint64_t lay_addr, uint8_t status_own,
+                                      bool eqe) {
+    dev_.add_timer(delay_ns, [this, slot, lay_addr, status_own, eqe] {
         dev_.dma_write(lay_addr + kLayStatusOwn, &status_own, 1);
         dev_.trace(kTrCmd, "delayed completion slot={} delivery=0x{:x}", slot, status_own >> 1);
         if (eqe) {

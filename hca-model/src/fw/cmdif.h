@@ -52,12 +52,15 @@ class CommandInterface {
     Delivery gather(uint64_t ptr, uint8_t token, std::vector<uint8_t> &in, uint32_t inlen);
     Delivery scatter(uint64_t ptr, uint8_t token, const std::vector<uint8_t> &out);
     enum class Injected : uint8_t { None, Status, Delivery, Delay, Drop };
-    Injected injected(unsigned slot, CmdCtx &ctx, Delivery &deliv);
-    void complete_later(unsigned slot, uint64_t lay_addr, uint8_t status_own, bool eqe);
+    struct Verdict {
+        Injected what = Injected::None;
+        int64_t delay_ns = 0;  // of Injected::Delay
+    };
+    Verdict injected(unsigned slot, CmdCtx &ctx, Delivery &deliv);
+    void complete_later(int64_t delay_ns, unsigned slot, uint64_t lay_addr, uint8_t status_own, bool eqe);
 
     Device &dev_;
     uint32_t pending_ = 0;
-    int64_t delay_ns_ = 0;  // of the command being delayed
 };
 
 }  // namespace hca

@@ -16,11 +16,9 @@ void InitSeg::reset() {
     // this same state after the software reset handshake.
     nic_interface_ = kNicDisabled;
     ready_at_ = dev_.now() + kInitDelayNs;
-    if (dev_.faults.armed(FaultKind::InitDelay)) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::InitDelay, {})) {
-            ready_at_ = dev_.now() + f->ms * 1'000'000;
-            dev_.faults.fired(*f, fmt::format("initializing for {} ms", f->ms));
-        }
+    if (const Fault *f = dev_.faults.hit(FaultKind::InitDelay, {})) {
+        ready_at_ = dev_.now() + f->ms * 1'000'000;
+        dev_.faults.fired(*f, fmt::format("initializing for {} ms", f->ms));
     }
     synd_ = 0;
     died_at_ = 0;

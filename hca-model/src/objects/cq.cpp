@@ -288,11 +288,9 @@ bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
             return false;
         }
     }
-    if (dev_.faults.armed(FaultKind::LostCqe)) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::LostCqe, {.cqn = cqn})) {
-            dev_.faults.fired(*f, fmt::format("cqn=0x{:x} CQE opcode=0x{:x} not written", cqn, cqe.op_own >> 4));
-            return true;
-        }
+    if (const Fault *f = dev_.faults.hit(FaultKind::LostCqe, {.cqn = cqn})) {
+        dev_.faults.fired(*f, fmt::format("cqn=0x{:x} CQE opcode=0x{:x} not written", cqn, cqe.op_own >> 4));
+        return true;
     }
     if (!write_cqe(*cq, cqe)) {
         return false;

@@ -132,12 +132,10 @@ void EqTable::cmd_query_eq(CmdCtx &c) {
 
 void EqTable::fire(Eq &eq, int32_t type) {
     eq.armed = false;
-    if (dev_.faults.armed(FaultKind::LostMsix) && type >= 0) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::LostMsix, {.eqn = eq.eqn, .event = type})) {
-            dev_.faults.fired(*f, fmt::format("eqn={} msix vector={} for an EQE of type 0x{:x} not sent", eq.eqn,
-                                              eq.intr, type));
-            return;
-        }
+    if (const Fault *f = type >= 0 ? dev_.faults.hit(FaultKind::LostMsix, {.eqn = eq.eqn, .event = type}) : nullptr) {
+        dev_.faults.fired(*f, fmt::format("eqn={} msix vector={} for an EQE of type 0x{:x} not sent", eq.eqn,
+                                          eq.intr, type));
+        return;
     }
     ++eq.interrupts;
     dev_.trace(kTrIrq, "msix vector={} eqn={}", eq.intr, eq.eqn);
@@ -220,11 +218,9 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
                          eq->pi & 0xffffff, eq->ci, type);
         return false;
     }
-    if (dev_.faults.armed(FaultKind::LostEqe)) {
-        if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.eqn = eqn, .event = type})) {
-            dev_.faults.fired(*f, fmt::format("eqn={} EQE type=0x{:x} sub_type=0x{:x} not written", eqn, type, sub_type));
-            return true;
-        }
+    if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.eqn = eqn, .event = type})) {
+        dev_.faults.fired(*f, fmt::format("eqn={} EQE type=0x{:x} sub_type=0x{:x} not written", eqn, type, sub_type));
+        return true;
     }
     Eqe eqe{};
     eqe.type = type;
