@@ -36,6 +36,7 @@ class CHost final : public hca::Host {
             ops_.port_tx_ready(opaque_, port);
         }
     }
+    void port_tx_drop() override { writer.drop_packets(); }
 
     // Port 1's stream to the fabric (iba/link.h).
     bool connected = false;
@@ -120,7 +121,6 @@ void hca_model_free(HcaModel *m) {
 
 void hca_model_reset(HcaModel *m) {
     guarded(m, "reset", [&] {
-        m->host.writer.drop_packets();
         m->dev.reset();
     });
 }

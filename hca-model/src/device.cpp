@@ -99,6 +99,7 @@ void Device::reset() {
 }
 
 void Device::drop_objects() {
+    host_.port_tx_drop();
     faults.drop_waiting();
     timers_.clear();
     sync_timer();

@@ -64,9 +64,10 @@ class Device {
 
     void reset();
     // Destroys every object the driver created (QPs, SRQs, CQs, memory keys,
-    // PDs, XRCDs, EQs, UARs), every timer, and the doorbells and packets
-    // queued for them, as the firmware does on TEARDOWN_HCA, DISABLE_HCA
-    // and a function reset: nothing dropped touches guest memory again.
+    // PDs, XRCDs, EQs, UARs), every timer, the doorbells and packets
+    // queued for them and the packets queued for the link, as the firmware
+    // does on TEARDOWN_HCA, DISABLE_HCA and a function or firmware reset:
+    // nothing dropped touches guest memory or the link again.
     void drop_objects();
     void mmio_read(uint64_t offset, uint8_t *data, unsigned size);
     void mmio_write(uint64_t offset, const uint8_t *data, unsigned size);

@@ -24,6 +24,9 @@ class Host {
     // One link frame for port's fabric stream: head followed by body (a
     // link header and the packet: the host copies them once, together).
     virtual void port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) = 0;
+    // Forget every packet queued by port_tx and not yet sent: after a
+    // reset or teardown nothing of the old function goes out.
+    virtual void port_tx_drop() = 0;
 };
 
 }  // namespace hca

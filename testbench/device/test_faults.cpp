@@ -323,8 +323,10 @@ TEST_CASE("health-fatal: the driver's software reset request resets the firmware
     CHECK(!dead.completed);
     // ... but not the reset request: nic_interface := SW_RESET (7).
     const uint32_t l = s.d.iseg_read32(hca::InitSeg::kCmdqAddrLSz);
+    const unsigned drops = s.b.host.tx_drops;
     s.d.iseg_write32(hca::InitSeg::kCmdqAddrLSz, (l & 0xfffff000u) | 7u << 8);
     CHECK(!s.b.dev.fatal());
+    CHECK(s.b.host.tx_drops == drops + 1);  // no packet of the old function goes out
     CHECK((s.d.iseg_read32(hca::InitSeg::kCmdqAddrLSz) >> 8 & 7) == hca::InitSeg::kNicDisabled);
     CHECK(s.d.iseg_read32(hca::InitSeg::kHealthSynd) == 0);
     CHECK(s.b.dev.qps.info().find("QPs: 0") != std::string::npos);  // nothing survives

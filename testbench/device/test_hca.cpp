@@ -154,8 +154,10 @@ TEST_CASE("TEARDOWN_HCA: only the graceful profile, destroys every object", "[hc
     CHECK(d.exec(td, 16).status == 0x03);
     CHECK(b.dev.qps.count() == 1);  // a refused teardown changes nothing
     ifc::set(td.data(), ifc::teardown_hca_in::profile, 0);
+    const unsigned drops = b.host.tx_drops;
     CHECK(d.exec(td, 16).status == 0);
     expect_no_objects(b.dev);
+    CHECK(b.host.tx_drops == drops + 1);  // packets queued for the link are forgotten too
     CHECK(b.dev.fw.state() == hca::HcaState::Enabled);
     // INIT_HCA again: the old QPN and CQN are unknown.
     CHECK(d.exec(Driver::inbox(hca::kOpInitHca, 0, ifc::init_hca_in::size_bytes), 16).status == 0);

@@ -43,13 +43,15 @@ class FakeHost final : public hca::Host {
     void timer_mod(int64_t deadline_ns) override { timer_deadline = deadline_ns; }
     int64_t now_ns() override { return clock; }
     void port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) override;
+    void port_tx_drop() override { ++tx_drops; }
 
     int64_t clock = 1'000'000'000;
     bool scheduled = false;
     int64_t timer_deadline = -1;
     std::map<unsigned, unsigned> msix;  // vector -> messages
     uint64_t dma_errors = 0;
-    std::vector<std::vector<uint8_t>> tx;
+    std::vector<std::vector<uint8_t>> tx;  // frames sent (a fake link sends at once)
+    unsigned tx_drops = 0;                 // port_tx_drop() calls (resets, teardowns)
 
     // Every DMA, MSI-X message and transmitted frame of the device while
     // recording (teardown tests: nothing may touch the host after the
