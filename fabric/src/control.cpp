@@ -36,12 +36,17 @@ bool parse_u32(const std::string &s, uint32_t &out) {
 
 constexpr const char *kHelp =
     "ports\n"
-    "link PORT down|up\n"
+    "link PORT down|up|retrain\n"
+    "link PORT flap MILLISECONDS\n"
     "drop PORT PERCENT [all|requests]\n"
     "corrupt PORT PERCENT\n"
     "delay PORT MICROSECONDS\n"
-    "sm restart\n"
-    "sm status\n"
+    "duplicate PORT PERCENT\n"
+    "reorder PORT PERCENT\n"
+    "partition PORTS PORTS [off]\n"
+    "partition clear\n"
+    "sm restart|stop|start|status\n"
+    "sm rereg PORT\n"
     "groups\n"
     "stats\n"
     "help\n";
@@ -67,6 +72,21 @@ bool port_list(const IbSwitch &sw, const std::string &arg, std::vector<uint8_t> 
     }
     out.push_back(static_cast<uint8_t>(n));
     return true;
+}
+
+// The ports a side of a partition names: "1,3,4" or one port.
+bool port_set(const IbSwitch &sw, const std::string &arg, std::vector<uint8_t> &out) {
+    size_t b = 0;
+    while (b <= arg.size()) {
+        const size_t e = std::min(arg.find(',', b), arg.size());
+        uint32_t n = 0;
+        if (!parse_u32(arg.substr(b, e - b), n) || n < 1 || n > sw.num_ports()) {
+            return false;
+        }
+        out.push_back(static_cast<uint8_t>(n));
+        b = e + 1;
+    }
+    return !out.empty();
 }
 
 std::string bad_port(const IbSwitch &sw, const std::string &arg) {
@@ -103,30 +123,44 @@ std::string ControlCommands::execute(const std::string &line) {
         }
         return fabric_->groups_text() + "ok\n";
     }
-    if (cmd == "link" && w.size() == 3) {
+    if (cmd == "link" && (w.size() == 3 || (w.size() == 4 && w[2] == "flap"))) {
         return link(w);
     }
-    if ((cmd == "drop" || cmd == "corrupt" || cmd == "delay") && (w.size() == 3 || (cmd == "drop" && w.size() == 4))) {
+    if ((cmd == "drop" || cmd == "corrupt" || cmd == "delay" || cmd == "duplicate" || cmd == "reorder") &&
+        (w.size() == 3 || (cmd == "drop" && w.size() == 4))) {
         return fault(w);
     }
-    if (cmd == "sm" && w.size() == 2) {
-        return sm(w[1]);
+    if (cmd == "partition" && w.size() >= 2 && w.size() <= 4) {
+        return partition(w);
+    }
+    if (cmd == "sm" && (w.size() == 2 || w.size() == 3)) {
+        return sm(w);
     }
     return fmt::format("error unknown command '{}' (try help)\n", line.size() > 80 ? line.substr(0, 80) : line);
 }
 
-// link PORT up|down
+// link PORT up|down|retrain, link PORT flap MS
 std::string ControlCommands::link(const std::vector<std::string> &w) {
     IbSwitch &sw = fabric_->sw();
     std::vector<uint8_t> ps;
     if (!port_list(sw, w[1], ps)) {
         return bad_port(sw, w[1]);
     }
-    if (w[2] != "up" && w[2] != "down") {
-        return "error expected up or down\n";
+    uint32_t ms = 0;
+    if (w[2] == "flap" && (!parse_u32(w[3], ms) || ms < 1 || ms > kMaxFlapMs)) {
+        return fmt::format("error bad flap time '{}' (1..{} milliseconds)\n", w[3], kMaxFlapMs);
+    }
+    if (w[2] != "up" && w[2] != "down" && w[2] != "retrain" && w[2] != "flap") {
+        return "error expected up, down, retrain or flap MS\n";
     }
     for (uint8_t p : ps) {
-        sw.set_admin(p, w[2] == "up");
+        if (w[2] == "retrain") {
+            sw.retrain(p);
+        } else if (w[2] == "flap") {
+            sw.flap(p, ms);
+        } else {
+            sw.set_admin(p, w[2] == "up");
+        }
     }
     return "ok\n";
 }
@@ -158,25 +192,88 @@ std::string ControlCommands::fault(const std::vector<std::string> &w) {
         return fmt::format("error bad drop scope '{}' (all or requests)\n", w[3]);
     }
     for (uint8_t p : ps) {
-        w[0] == "drop" ? f.set_drop(p, pct, scope) : f.set_corrupt(p, pct);
+        if (w[0] == "drop") {
+            f.set_drop(p, pct, scope);
+        } else if (w[0] == "corrupt") {
+            f.set_corrupt(p, pct);
+        } else if (w[0] == "duplicate") {
+            f.set_duplicate(p, pct);
+        } else {
+            f.set_reorder(p, pct);
+        }
     }
     return "ok\n";
 }
 
-// sm restart|status
-std::string ControlCommands::sm(const std::string &what) {
+// partition PORTS PORTS [off], partition clear: while on, no packet
+// passes between a port of one side and a port of the other.
+std::string ControlCommands::partition(const std::vector<std::string> &w) {
+    IbSwitch &sw = fabric_->sw();
+    FaultInjector &f = sw.faults();
+    if (w.size() == 2) {
+        if (w[1] != "clear") {
+            return "error expected 'partition clear' or 'partition PORTS PORTS [off]'\n";
+        }
+        f.clear_cuts();
+        return "ok\n";
+    }
+    std::vector<uint8_t> a, b;
+    if (!port_set(sw, w[1], a)) {
+        return bad_port(sw, w[1]);
+    }
+    if (!port_set(sw, w[2], b)) {
+        return bad_port(sw, w[2]);
+    }
+    if (w.size() == 4 && w[3] != "off") {
+        return "error expected 'off' after the two sides\n";
+    }
+    for (uint8_t x : a) {
+        for (uint8_t y : b) {
+            if (x == y) {
+                return fmt::format("error port {} is on both sides\n", x);
+            }
+        }
+    }
+    for (uint8_t x : a) {
+        for (uint8_t y : b) {
+            f.set_cut(x, y, w.size() == 3);
+        }
+    }
+    return "ok\n";
+}
+
+// sm restart|stop|start|status, sm rereg PORT
+std::string ControlCommands::sm(const std::vector<std::string> &w) {
     SubnetManager *sm = fabric_->sm();
     if (!sm) {
         return "error no SM (started with --no-sm)\n";
     }
-    if (what == "restart") {
-        sm->restart();
+    const std::string &what = w[1];
+    if (w.size() == 3) {
+        std::vector<uint8_t> ps;
+        if (what != "rereg") {
+            return "error expected 'sm rereg PORT'\n";
+        }
+        if (!port_list(fabric_->sw(), w[2], ps)) {
+            return bad_port(fabric_->sw(), w[2]);
+        }
+        for (uint8_t p : ps) {
+            sm->reregister(p);
+        }
+        return "ok\n";
+    }
+    if (what == "restart" || what == "start") {
+        sm->restart();  // a (new) master SM sweeps and asks every port to reregister
+        return "ok\n";
+    }
+    if (what == "stop") {
+        sm->stop();
         return "ok\n";
     }
     if (what == "status") {
         return sm->status() + "ok\n";
     }
-    return "error expected 'sm restart' or 'sm status'\n";
+    return "error expected 'sm restart', 'sm stop', 'sm start', 'sm status' or 'sm rereg PORT'\n";
 }
 
 // One client connection: reads lines, writes replies in order.

@@ -33,6 +33,7 @@ class IbFabric;
 
 class ControlCommands {
   public:
+    static constexpr uint32_t kMaxFlapMs = 600'000;
     // fabric may be null (no InfiniBand side); extra_stats adds lines to
     // `stats` (the Ethernet hub).
     explicit ControlCommands(IbFabric *fabric, std::function<std::string()> extra_stats = {});
@@ -42,7 +43,8 @@ class ControlCommands {
   private:
     std::string link(const std::vector<std::string> &w);
     std::string fault(const std::vector<std::string> &w);
-    std::string sm(const std::string &what);
+    std::string partition(const std::vector<std::string> &w);
+    std::string sm(const std::vector<std::string> &w);
 
     IbFabric *fabric_;
     std::function<std::string()> extra_stats_;

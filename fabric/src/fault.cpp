@@ -32,6 +32,14 @@ bool is_response(std::span<const uint8_t> pkt) {
     return (transport == iba::kRc || transport == iba::kXrc) && op >= iba::kReadRespFirst && op <= iba::kAtomicAck;
 }
 
+bool FaultInjector::set_pct(uint8_t port, double pct, double FaultConfig::*knob) {
+    if (port == 0 || port >= cfg_.size() || !valid_pct(pct)) {
+        return false;
+    }
+    cfg_[port].*knob = pct;
+    return true;
+}
+
 bool FaultInjector::set_drop(uint8_t port, double pct, DropScope scope) {
     if (port == 0 || port >= cfg_.size() || !valid_pct(pct)) {
         return false;
@@ -41,19 +49,26 @@ bool FaultInjector::set_drop(uint8_t port, double pct, DropScope scope) {
     return true;
 }
 
-bool FaultInjector::set_corrupt(uint8_t port, double pct) {
-    if (port == 0 || port >= cfg_.size() || !valid_pct(pct)) {
-        return false;
-    }
-    cfg_[port].corrupt_pct = pct;
-    return true;
-}
+bool FaultInjector::set_corrupt(uint8_t port, double pct) { return set_pct(port, pct, &FaultConfig::corrupt_pct); }
 
 bool FaultInjector::set_delay(uint8_t port, uint32_t us) {
     if (port == 0 || port >= cfg_.size() || us > kMaxDelayUs) {
         return false;
     }
     cfg_[port].delay_us = us;
+    return true;
+}
+
+bool FaultInjector::set_duplicate(uint8_t port, double pct) { return set_pct(port, pct, &FaultConfig::duplicate_pct); }
+
+bool FaultInjector::set_reorder(uint8_t port, double pct) { return set_pct(port, pct, &FaultConfig::reorder_pct); }
+
+bool FaultInjector::set_cut(uint8_t a, uint8_t b, bool cut) {
+    if (a == 0 || b == 0 || a >= cfg_.size() || b >= cfg_.size() || a == b) {
+        return false;
+    }
+    const auto key = a < b ? std::pair{a, b} : std::pair{b, a};
+    cut ? (void)cuts_.insert(key) : (void)cuts_.erase(key);
     return true;
 }
 

@@ -1,7 +1,10 @@
 // Fault injection on the switch's links: each packet crossing a port's
 // link (in either direction) is lost with probability drop%, has one bit
 // flipped with probability corrupt% (the receiver's CRC check then drops
-// it), and packets towards the device wait delay microseconds.  Drops can
+// it), and packets towards the device wait delay microseconds, are sent
+// twice with probability duplicate%, or overtaken by the next packet with
+// probability reorder%.  A partition cuts two ports off each other (the
+// links stay up, the SM still reaches both).  Drops can
 // be limited to requests (everything but ACKs, NAKs, read responses and
 // atomic acknowledgements): a program without a closing handshake, like
 // ibv_rc_pingpong, cannot survive losing the last ACK of its final message
@@ -12,6 +15,7 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,7 +35,11 @@ struct FaultConfig {
     DropScope drop_scope = DropScope::All;
     double corrupt_pct = 0;
     uint32_t delay_us = 0;
-    bool any() const { return drop_pct > 0 || corrupt_pct > 0 || delay_us > 0; }
+    double duplicate_pct = 0;
+    double reorder_pct = 0;
+    bool any() const {
+        return drop_pct > 0 || corrupt_pct > 0 || delay_us > 0 || duplicate_pct > 0 || reorder_pct > 0;
+    }
 };
 
 class FaultInjector {
@@ -45,6 +53,15 @@ class FaultInjector {
     bool set_drop(uint8_t port, double pct, DropScope scope = DropScope::All);
     bool set_corrupt(uint8_t port, double pct);
     bool set_delay(uint8_t port, uint32_t us);
+    bool set_duplicate(uint8_t port, double pct);
+    bool set_reorder(uint8_t port, double pct);
+    // Packets between ports a and b (either way) are lost while cut.
+    bool set_cut(uint8_t a, uint8_t b, bool cut);
+    void clear_cuts() { cuts_.clear(); }
+    bool cut(uint8_t a, uint8_t b) const {
+        return !cuts_.empty() && cuts_.contains(a < b ? std::pair{a, b} : std::pair{b, a});
+    }
+    const std::set<std::pair<uint8_t, uint8_t>> &cuts() const { return cuts_; }
     void reseed(uint64_t seed) { rng_.seed(seed); }
 
     // pkt starts at the LRH.
@@ -53,12 +70,16 @@ class FaultInjector {
         return (c.drop_scope == DropScope::All || !is_response(pkt)) && roll(c.drop_pct);
     }
     bool roll_corrupt(uint8_t port) { return roll(cfg_[port].corrupt_pct); }
+    bool roll_duplicate(uint8_t port) { return roll(cfg_[port].duplicate_pct); }
+    bool roll_reorder(uint8_t port) { return roll(cfg_[port].reorder_pct); }
     // Flips one bit of the bytes [begin, end) of pkt.
     void corrupt(std::vector<uint8_t> &pkt, size_t begin = 0);
 
   private:
+    bool set_pct(uint8_t port, double pct, double FaultConfig::*knob);
     bool roll(double pct);
     std::vector<FaultConfig> cfg_;
+    std::set<std::pair<uint8_t, uint8_t>> cuts_;  // (lower, higher) port
     std::mt19937_64 rng_;
 };
 

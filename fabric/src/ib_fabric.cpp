@@ -91,12 +91,17 @@ std::string IbFabric::ports_text() const {
         fmt::format_to(std::back_inserter(s),
                        "port {}: phys={} state={} lid={} neighbor={} mtu={} rx={} tx={} rx_bytes={} tx_bytes={} "
                        "rcv_errors={} relay_errors={} xmit_discards={} vl15_dropped={} link_downed={} "
-                       "fault_dropped={} fault_corrupted={} drop={}%{} corrupt={}% delay={}us\n",
+                       "fault_dropped={} fault_corrupted={} fault_duplicated={} fault_reordered={} "
+                       "partition_dropped={} drop={}%{} corrupt={}% delay={}us duplicate={}% reorder={}%\n",
                        k, phys_state_name(p.phys()), port_state_name(p.state), lid, neighbor,
                        mtu_bytes(p.pi.neighbor_mtu), c.rcv_packets, c.xmit_packets, c.rcv_bytes, c.xmit_bytes,
                        c.rcv_errors, c.rcv_switch_relay_errors, c.xmit_discards, c.vl15_dropped, c.link_downed,
-                       c.fault_dropped, c.fault_corrupted, f.drop_pct,
-                       f.drop_scope == DropScope::Requests ? "(requests)" : "", f.corrupt_pct, f.delay_us);
+                       c.fault_dropped, c.fault_corrupted, c.fault_duplicated, c.fault_reordered,
+                       c.partition_dropped, f.drop_pct, f.drop_scope == DropScope::Requests ? "(requests)" : "",
+                       f.corrupt_pct, f.delay_us, f.duplicate_pct, f.reorder_pct);
+    }
+    for (const auto &[a, b] : sw_->faults().cuts()) {
+        fmt::format_to(std::back_inserter(s), "partition: port {} | port {}\n", a, b);
     }
     return s;
 }
@@ -114,13 +119,15 @@ std::string IbFabric::stats_text() const {
     fmt::format_to(std::back_inserter(s), "sma: requests={} errors={} mkey_violations={}\n",
                    sw_->sma().requests(), sw_->sma().errors(), sw_->sma().mkey_discards());
     if (sm_) {
-        fmt::format_to(std::back_inserter(s), "sm: sweeps={} smps={} timeouts={} rejected_responses={}\n",
-                       sm_->sweeps(), sm_->smps_sent(), sm_->smp_timeouts(), sm_->smps_rejected());
+        fmt::format_to(std::back_inserter(s), "sm: {} sweeps={} smps={} timeouts={} rejected_responses={}\n",
+                       sm_->running() ? "running" : "stopped", sm_->sweeps(), sm_->smps_sent(), sm_->smp_timeouts(),
+                       sm_->smps_rejected());
         const auto &st = sa_->stats();
         const auto &rs = sa_->rmpp().stats();
         fmt::format_to(std::back_inserter(s),
-                       "sa: requests={} errors={} duplicates={} non_sa={} joins={} leaves={} groups={}\n",
-                       st.requests, st.errors, st.duplicates, st.non_sa, st.joins, st.leaves,
+                       "sa: requests={} errors={} duplicates={} non_sa={} joins={} leaves={} unanswered_sm_down={} "
+                       "groups={}\n",
+                       st.requests, st.errors, st.duplicates, st.non_sa, st.joins, st.leaves, st.sm_down,
                        sa_->groups().groups().size());
         fmt::format_to(std::back_inserter(s),
                        "rmpp: started={} completed={} aborted={} segments={} retransmits={} acks={} active={}\n",

@@ -88,6 +88,10 @@ const SubnetAdmin::Cached *SubnetAdmin::cached(const MadAddress &from, const Mad
 }
 
 void SubnetAdmin::handle(const MadAddress &from, const Mad &req) {
+    if (!sm_.running()) {
+        ++stats_.sm_down;
+        return;  // the SA went with its SM: requests time out
+    }
     const uint8_t method = req[mad::kMethod];
     if (req[mad::kMgmtClass] != mad::kClassSubnAdm) {
         // The management port runs no other class agent (PMA, ...): answer

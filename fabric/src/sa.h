@@ -43,6 +43,7 @@ class SubnetAdmin {
         uint64_t non_sa = 0;
         uint64_t joins = 0;
         uint64_t leaves = 0;
+        uint64_t sm_down = 0;  // requests unanswered while the SM was stopped
     };
 
     SubnetAdmin(IbSwitch &sw, SubnetManager &sm, EventLoop &loop, Log &log, const Config &cfg);

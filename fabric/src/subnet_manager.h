@@ -96,6 +96,12 @@ class SubnetManager {
     void start();
     // `sm restart`: forget everything, sweep, set ClientReregister.
     void restart();
+    // `sm stop`: the SM is gone (it sweeps no more, answers no trap, and
+    // its SA answers nothing) until restart().
+    void stop();
+    bool running() const { return started_ && !stopped_; }
+    // `sm rereg PORT`: configure the CA port again with ClientReregister.
+    void reregister(uint8_t port);
     // A sweep soon (coalesces requests).
     void request_sweep();
 
@@ -184,6 +190,7 @@ class SubnetManager {
     std::mt19937_64 tid_rng_;
     uint64_t epoch_ = 0;
     bool started_ = false;
+    bool stopped_ = false;  // `sm stop`
     bool sweeping_ = false;
     bool sweep_again_ = false;
     bool sweep_posted_ = false;

@@ -4,6 +4,7 @@
 
 #include "dr_route.h"
 #include "smp_agent.h"
+#include "switch_internal.h"
 
 namespace fabric {
 
@@ -36,6 +37,7 @@ const char *drop_name(Drop d) {
     case Drop::BadQkey: return "bad-qkey";
     case Drop::BadPkey: return "bad-pkey";
     case Drop::QueueFull: return "queue-full";
+    case Drop::Partitioned: return "partitioned";
     case Drop::kCount: break;
     }
     return "?";
@@ -64,55 +66,6 @@ constexpr size_t kSmpOffset = sizeof(iba::Lrh) + sizeof(iba::Bth) + sizeof(iba::
 
 }  // namespace
 
-// What happened to one ingress packet.
-struct IbSwitch::Verdict {
-    Drop drop = Drop::None;
-    const char *detail = nullptr;
-    ForwardingTables::PortSet out;
-    ForwardingTables::PortSet lost;
-    bool local = false;
-
-    std::string str() const {
-        std::string s;
-        if (drop != Drop::None) {
-            s = fmt::format("drop={}", drop_name(drop));
-        } else {
-            if (out.any()) {
-                s = "fwd=";
-                bool first = true;
-                for (unsigned p = 1; p < ForwardingTables::kMaxPorts; ++p) {
-                    if (out.test(p)) {
-                        fmt::format_to(std::back_inserter(s), "{}{}{}", first ? "" : ",", p,
-                                       lost.test(p) ? "(lost)" : "");
-                        first = false;
-                    }
-                }
-            }
-            if (local) {
-                s += s.empty() ? "local" : " local";
-            }
-            if (s.empty()) {
-                s = "consumed";
-            }
-        }
-        if (detail && *detail) {
-            fmt::format_to(std::back_inserter(s), " [{}]", detail);
-        }
-        return s;
-    }
-};
-
-// One packet entering the switch, from a port or from the management port.
-struct IbSwitch::Ingress {
-    uint8_t port = 0;
-    bool originated = false;
-    uint64_t id = 0;
-    uint8_t flags = 0;
-    Frame frame;  // the link frame as it arrived (forwarded unchanged)
-    std::span<const uint8_t> pkt;
-    iba::PacketView v;
-};
-
 IbSwitch::IbSwitch(EventLoop &loop, Log &log, const SwitchConfig &cfg)
     : loop_(loop),
       log_(log),
@@ -132,7 +85,8 @@ IbSwitch::IbSwitch(EventLoop &loop, Log &log, const SwitchConfig &cfg)
 
 IbSwitch::~IbSwitch() {
     for (auto &p : ports_) {
-        loop_.cancel(p.delay_timer);
+        flush_egress(p);
+        loop_.cancel(p.flap_timer);
     }
 }
 
@@ -181,9 +135,7 @@ void IbSwitch::detach(uint8_t port) {
     p.sink = nullptr;
     ++p.generation;
     p.hello = false;
-    p.delayed.clear();
-    loop_.cancel(p.delay_timer);
-    p.delay_timer = 0;
+    flush_egress(p);
     log_.info("link", "port {}: device disconnected", port);
     if (was_up) {
         link_changed(port, false);
@@ -208,6 +160,8 @@ bool IbSwitch::set_admin(uint8_t port, bool up) {
         return false;
     }
     SwitchPort &p = ports_[port];
+    loop_.cancel(p.flap_timer);  // the last word wins over a flap in progress
+    p.flap_timer = 0;
     if (p.admin_up == up) {
         return true;
     }
@@ -221,6 +175,16 @@ bool IbSwitch::set_admin(uint8_t port, bool up) {
         link_changed(port, p.link_up());
     }
     return true;
+}
+
+void IbSwitch::flap(uint8_t port, uint32_t ms) {
+    if (!set_admin(port, false)) {
+        return;
+    }
+    ports_[port].flap_timer = loop_.after(uint64_t{ms} * 1000, [this, port] {
+        ports_[port].flap_timer = 0;
+        set_admin(port, true);
+    });
 }
 
 void IbSwitch::retrain(uint8_t port) {
@@ -246,9 +210,7 @@ void IbSwitch::link_changed(uint8_t port, bool up) {
     SwitchPort &p = ports_[port];
     if (!up) {
         ++p.ctr.link_downed;
-        p.delayed.clear();
-        loop_.cancel(p.delay_timer);
-        p.delay_timer = 0;
+        flush_egress(p);
     }
     set_port_state(port, up ? PortState::Init : PortState::Down);
     if (link_handler_) {
@@ -415,6 +377,10 @@ void IbSwitch::process_data(Ingress &in, Verdict &v) {
                 continue;
             }
             SwitchPort &out = ports_[p];
+            if (faults_.cut(in.port, static_cast<uint8_t>(p))) {
+                ++out.ctr.partition_dropped;
+                continue;
+            }
             if (out.state != PortState::Active || !out.link_up()) {
                 ++out.ctr.xmit_discards;
                 continue;
@@ -449,6 +415,11 @@ void IbSwitch::process_data(Ingress &in, Verdict &v) {
         return;
     }
     SwitchPort &op = ports_[out];
+    if (faults_.cut(in.port, out)) {
+        ++op.ctr.partition_dropped;
+        drop(in, v, Drop::Partitioned);
+        return;
+    }
     if (!op.link_up()) {
         ++op.ctr.xmit_discards;
         drop(in, v, Drop::EgressDown);
@@ -676,72 +647,6 @@ void IbSwitch::deliver_smp_local(Ingress &in, const Mad &m, bool to_sm, Verdict 
         to.dst_qp = 0;
         send_local(mad_packet(to, *r, ++local_psn_ & 0xffffff));
     });
-}
-
-// --- egress ---
-
-void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v) {
-    SwitchPort &p = ports_[port];
-    v.out.set(port);
-    ++forwarded_;
-    ++p.ctr.xmit_packets;
-    p.ctr.xmit_bytes += bytes;
-    const FaultConfig &fc = faults_.config(port);
-    if (!fc.any()) {
-        transmit_now(p, f);
-        return;
-    }
-    if (faults_.roll_drop(port, std::span<const uint8_t>(*f).subspan(iba::link::kHeader))) {
-        ++p.ctr.fault_dropped;
-        v.lost.set(port);
-        return;
-    }
-    Frame out = f;
-    if (faults_.roll_corrupt(port)) {
-        ++p.ctr.fault_corrupted;
-        std::vector<uint8_t> copy(f->begin(), f->end());
-        faults_.corrupt(copy, iba::link::kHeader);
-        out = std::make_shared<const std::vector<uint8_t>>(std::move(copy));
-    }
-    if (fc.delay_us == 0) {
-        transmit_now(p, out);
-        return;
-    }
-    // A delay line per port keeps the packets in order.
-    if (p.delayed.size() >= kMaxDelayed) {
-        ++p.ctr.xmit_discards;
-        ++drops_[static_cast<size_t>(Drop::QueueFull)];
-        v.lost.set(port);
-        if (log_.allow("delay-full")) {
-            log_.warn("switch", "port {}: delay line full ({} packets), packet dropped", port, kMaxDelayed);
-        }
-        return;
-    }
-    ++p.ctr.fault_delayed;
-    p.delayed.emplace_back(loop_.now_us() + fc.delay_us, std::move(out));
-    if (!p.delay_timer) {
-        p.delay_timer = loop_.after(fc.delay_us, [this, port] { run_delay_line(port); });
-    }
-}
-
-void IbSwitch::transmit_now(SwitchPort &p, const Frame &f) {
-    if (p.link_up()) {
-        p.sink->deliver(f);
-    }
-}
-
-void IbSwitch::run_delay_line(uint8_t port) {
-    SwitchPort &p = ports_[port];
-    p.delay_timer = 0;
-    const uint64_t now = loop_.now_us();
-    while (!p.delayed.empty() && p.delayed.front().first <= now) {
-        Frame f = std::move(p.delayed.front().second);
-        p.delayed.pop_front();
-        transmit_now(p, f);
-    }
-    if (!p.delayed.empty()) {
-        p.delay_timer = loop_.after(p.delayed.front().first - now, [this, port] { run_delay_line(port); });
-    }
 }
 
 }  // namespace fabric

@@ -77,6 +77,7 @@ enum class Drop : uint8_t {
     BadQkey,
     BadPkey,
     QueueFull,        // an egress delay line at its cap (IbSwitch::kMaxDelayed)
+    Partitioned,      // ingress and egress port cut off each other (fault injection)
     kCount,
 };
 const char *drop_name(Drop d);
@@ -94,6 +95,9 @@ struct PortCounters {
     uint64_t fault_dropped = 0;
     uint64_t fault_corrupted = 0;
     uint64_t fault_delayed = 0;
+    uint64_t fault_duplicated = 0;
+    uint64_t fault_reordered = 0;
+    uint64_t partition_dropped = 0;
     uint64_t link_downed = 0;
 };
 
@@ -141,6 +145,10 @@ struct SwitchPort {
     // Egress delay line (fault injection): frames and when they leave.
     std::deque<std::pair<uint64_t, Frame>> delayed;
     EventLoop::TimerId delay_timer = 0;
+    EventLoop::TimerId flap_timer = 0;  // `link N flap MS`: back up at its end
+    // A reordered frame: it leaves after the next one (or alone, later).
+    Frame held;
+    EventLoop::TimerId held_timer = 0;
     uint64_t generation = 0;  // bumped on every attach/detach
 
     bool link_up() const { return sink != nullptr && admin_up; }
@@ -153,6 +161,8 @@ class IbSwitch {
   public:
     // Packets one egress delay line holds; more are dropped (and logged).
     static constexpr size_t kMaxDelayed = 16384;
+    // How long a reordered frame waits for one to overtake it.
+    static constexpr uint64_t kReorderWaitUs = 1000;
     // Received MADs for the management port's SM (returning SMPs, traps,
     // LID-routed responses) and QP1 (GSI: the SA and other classes).
     using MadHandler = std::function<void(const MadAddress &, const Mad &)>;
@@ -183,6 +193,8 @@ class IbSwitch {
     bool set_admin(uint8_t port, bool up);
     // Set(PortInfo) PortState=Down on an external port: the link retrains.
     void retrain(uint8_t port);
+    // Administratively down now, up again ms later (a link flap).
+    void flap(uint8_t port, uint32_t ms);
 
     // --- the management port (port 0) ---
     // Sends a packet made by the SM, SA or SMA into the switch.
@@ -225,6 +237,9 @@ class IbSwitch {
     Frame rebuilt_smp(const Ingress &in, const Mad &m, uint16_t dlid, uint16_t slid);
     void transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v);
     void transmit_now(SwitchPort &p, const Frame &f);
+    void emit(SwitchPort &p, const Frame &f);
+    void release_held(SwitchPort &p);
+    void flush_egress(SwitchPort &p);
     void run_delay_line(uint8_t port);
     void drop(Ingress &in, Verdict &v, Drop d);
     void record(const Ingress &in, const Verdict &v);

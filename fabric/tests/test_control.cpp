@@ -72,13 +72,98 @@ TEST_CASE("control: commands and replies", "[control]") {
     const std::string stats = c.execute("stats");
     CHECK(ends_ok(stats));
     CHECK(stats.find("switch: forwarded=") != std::string::npos);
-    CHECK(stats.find("sm: sweeps=") != std::string::npos);
+    CHECK(stats.find("sm: running sweeps=") != std::string::npos);
     CHECK(stats.find("sa: requests=") != std::string::npos);
     CHECK(stats.find("eth: frames=0") != std::string::npos);
     CHECK(ends_ok(c.execute("help")));
     CHECK(is_error(c.execute("frobnicate")));
     CHECK(is_error(c.execute("")));
     CHECK(is_error(c.execute("ports extra")));
+}
+
+TEST_CASE("control: link faults (flap, retrain, duplicate, reorder, partition, SM gone and back, rereg)",
+          "[control]") {
+    TestFabric f;
+    f.bring_up({1, 2});
+    ControlCommands c(f.fabric.get());
+
+    CHECK(c.execute("link 1 flap 200") == "ok\n");
+    CHECK_FALSE(f.ca(1).link_up());
+    f.run(150000);
+    CHECK_FALSE(f.ca(1).link_up());
+    f.run(100000);
+    CHECK(f.ca(1).link_up());
+    f.run(200000);
+    CHECK(f.ca(1).state() == PortState::Active);
+    CHECK(c.execute("link 1 flap 1000") == "ok\n");
+    CHECK(c.execute("link 1 down") == "ok\n");  // the last word wins: it stays down
+    f.run(1'500'000);
+    CHECK_FALSE(f.ca(1).link_up());
+    CHECK(c.execute("link 1 up") == "ok\n");
+    f.run(200000);
+    CHECK(f.ca(1).state() == PortState::Active);
+    CHECK(is_error(c.execute("link 1 flap 0")));
+    CHECK(is_error(c.execute("link 1 flap soon")));
+    CHECK(is_error(c.execute("link 1 down 5")));
+    const uint64_t downed = f.sw().port(2).ctr.link_downed;
+    CHECK(c.execute("link 2 retrain") == "ok\n");
+    f.run(200000);
+    CHECK(f.sw().port(2).ctr.link_downed == downed + 1);
+    CHECK(f.ca(2).state() == PortState::Active);
+
+    CHECK(c.execute("duplicate 2 5") == "ok\n");
+    CHECK(c.execute("reorder all 1.5") == "ok\n");
+    CHECK(f.sw().faults().config(2).duplicate_pct == 5);
+    CHECK(f.sw().faults().config(1).reorder_pct == 1.5);
+    CHECK(c.execute("ports").find("duplicate=5% reorder=1.5%") != std::string::npos);
+    CHECK(is_error(c.execute("reorder 2 200")));
+    CHECK(is_error(c.execute("duplicate 2 5 requests")));
+
+    CHECK(c.execute("partition 1 2,3") == "ok\n");
+    CHECK(f.sw().faults().cut(1, 3));
+    CHECK(c.execute("ports").find("partition: port 1 | port 2") != std::string::npos);
+    CHECK(c.execute("partition 1 3 off") == "ok\n");
+    CHECK_FALSE(f.sw().faults().cut(1, 3));
+    CHECK(f.sw().faults().cut(1, 2));
+    CHECK(is_error(c.execute("partition 1 1,2")));
+    CHECK(is_error(c.execute("partition 1 2,")));
+    CHECK(is_error(c.execute("partition 1 9")));
+    CHECK(is_error(c.execute("partition 1 2 maybe")));
+    CHECK(is_error(c.execute("partition everything")));
+    CHECK(c.execute("partition clear") == "ok\n");
+    CHECK(f.sw().faults().cuts().empty());
+
+    // SM gone: no sweeps, no SA answers; the ports stay Active.
+    const unsigned rereg = f.ca(2).rereg_events();
+    CHECK(c.execute("sm stop") == "ok\n");
+    CHECK(c.execute("stats").find("sm: stopped") != std::string::npos);
+    const uint64_t sweeps = f.fabric->sm()->sweeps();
+    const uint64_t tid = f.ca(2).send_sa(mad::kGet, 0x0001, 0, {});
+    f.run(6'000'000);
+    CHECK(f.fabric->sm()->sweeps() == sweeps);
+    CHECK(f.ca(2).response_for(tid) == nullptr);
+    CHECK(f.ca(2).state() == PortState::Active);
+    CHECK(c.execute("stats").find("unanswered_sm_down=1") != std::string::npos);
+    CHECK(c.execute("sm rereg 2") == "ok\n");  // nobody to do it
+    f.run(100000);
+    CHECK(f.ca(2).rereg_events() == rereg);
+    // ... and back: a new master sweeps and asks every port to reregister.
+    CHECK(c.execute("sm start") == "ok\n");
+    f.run(200000);
+    CHECK(f.ca(2).rereg_events() == rereg + 1);
+    CHECK(f.ca(1).rereg_events() >= 1);
+    const uint64_t tid2 = f.ca(2).send_sa(mad::kGet, 0x0001, 0, {});
+    f.run(50000);
+    CHECK(f.ca(2).response_for(tid2) != nullptr);
+    // One port's ClientReregister, the other port untouched.
+    const unsigned r1 = f.ca(1).rereg_events();
+    CHECK(c.execute("sm rereg 2") == "ok\n");
+    f.run(200000);
+    CHECK(f.ca(2).rereg_events() == rereg + 2);
+    CHECK(f.ca(1).rereg_events() == r1);
+    CHECK(f.ca(2).state() == PortState::Active);
+    CHECK(is_error(c.execute("sm rereg 0")));
+    CHECK(is_error(c.execute("sm stop 2")));
 }
 
 TEST_CASE("control: without an SM, and without an InfiniBand switch", "[control]") {

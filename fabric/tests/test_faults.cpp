@@ -175,3 +175,68 @@ TEST_CASE("faults: command-line knobs apply to every port", "[faults]") {
         CHECK(f.ca(k).state() == PortState::Active);
     }
 }
+
+TEST_CASE("faults: duplicate sends a packet twice", "[faults]") {
+    Pair p;
+    REQUIRE(p.f.sw().faults().set_duplicate(2, 100));
+    const auto ids = p.blast(10);
+    REQUIRE(ids.size() == 20);
+    for (size_t i = 0; i < 10; ++i) {
+        CHECK(ids[2 * i] == 1000 + i);
+        CHECK(ids[2 * i + 1] == 1000 + i);
+    }
+    CHECK(p.f.sw().port(2).ctr.fault_duplicated == 10);
+    CHECK_FALSE(p.f.sw().faults().set_duplicate(2, 100.5));
+}
+
+TEST_CASE("faults: reorder lets the next packet overtake; a lone one leaves later", "[faults]") {
+    Pair p;
+    REQUIRE(p.f.sw().faults().set_reorder(2, 100));
+    const auto ids = p.blast(10);
+    // Every other packet is held and overtaken by the one after it.
+    CHECK(ids == std::vector<uint64_t>{1001, 1000, 1003, 1002, 1005, 1004, 1007, 1006, 1009, 1008});
+    CHECK(p.f.sw().port(2).ctr.fault_reordered == 5);
+    const size_t before = p.f.ca(2).received().size();
+    p.f.ca(1).send_raw(p.f.ca(1).ud_packet(3, 0x99, 1, 64), 77);
+    p.f.run(IbSwitch::kReorderWaitUs / 2);
+    CHECK(p.f.ca(2).received().size() == before);  // held, nothing to overtake it
+    p.f.run(IbSwitch::kReorderWaitUs);
+    REQUIRE(p.f.ca(2).received().size() == before + 1);
+    CHECK(p.f.ca(2).received().back().id == 77);
+    // A link that goes down loses the held packet with it.
+    p.f.ca(1).send_raw(p.f.ca(1).ud_packet(3, 0x99, 1, 64), 78);
+    p.f.sw().set_admin(2, false);
+    p.f.run(2 * IbSwitch::kReorderWaitUs);
+    CHECK(p.f.ca(2).received().size() == before + 1);
+}
+
+TEST_CASE("faults: a partition cuts two ports off each other, the SM still reaches both", "[faults]") {
+    auto o = test_options(3);
+    TestFabric f(o);
+    f.bring_up({1, 2, 3});
+    FaultInjector &fi = f.sw().faults();
+    REQUIRE(fi.set_cut(1, 2, true));
+    CHECK(fi.cut(2, 1));
+    CHECK_FALSE(fi.cut(1, 3));
+    CHECK_FALSE(fi.set_cut(1, 1, true));
+    CHECK_FALSE(fi.set_cut(0, 1, true));
+    auto sent_to = [&](uint8_t from, uint8_t to, uint64_t id) {
+        const size_t before = f.ca(to).received().size();
+        f.ca(from).send_raw(f.ca(from).ud_packet(static_cast<uint16_t>(to + 1), 0x99, 1, 64), id);
+        f.run(1000);
+        return f.ca(to).received().size() > before;
+    };
+    CHECK_FALSE(sent_to(1, 2, 1));
+    CHECK_FALSE(sent_to(2, 1, 2));
+    CHECK(sent_to(1, 3, 3));
+    CHECK(sent_to(3, 2, 4));
+    CHECK(f.sw().drops(Drop::Partitioned) == 2);
+    CHECK(f.sw().port(2).ctr.partition_dropped == 1);
+    // The SM sweeps through it: every port stays Active.
+    f.run(6'000'000);
+    for (uint8_t k = 1; k <= 3; ++k) {
+        CHECK(f.ca(k).state() == PortState::Active);
+    }
+    fi.clear_cuts();
+    CHECK(sent_to(1, 2, 5));
+}

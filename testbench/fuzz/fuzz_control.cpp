@@ -3,7 +3,7 @@
 // fabric_ctl.  Each input is a sequence of lines: either its own bytes up
 // to a newline, or a command assembled from the language's words with
 // arguments the input chooses (port numbers, "all", percentages in any
-// notation, delays, scopes).  Between lines a CA sends a packet to another
+// notation, delays, scopes, partition sides).  Between lines a CA sends a packet to another
 // so the link states and faults the commands set act on traffic, and the
 // clock moves on (delay lines, SM sweeps).
 #include <cstdint>
@@ -59,15 +59,22 @@ World &world() {
 }
 
 void undo(World &w) {
-    for (const char *c : {"link all up", "drop all 0", "corrupt all 0", "delay all 0"}) {
+    for (const char *c : {"link all up", "drop all 0", "corrupt all 0", "delay all 0", "duplicate all 0",
+                          "reorder all 0", "partition clear"}) {
         w.cmds->execute(c);
+    }
+    if (!w.fabric->sm()->running()) {
+        w.cmds->execute("sm start");
     }
     w.loop.advance(200000);
 }
 
-constexpr const char *kWords[] = {"ports", "link", "drop", "corrupt", "delay", "sm", "groups", "stats", "help", ""};
-constexpr const char *kArgs[] = {"all", "up", "down", "restart", "status", "requests", "0", "1", "100", "1e2",
-                                 "nan", "-0", "50.5", "4294967296", "0x10", "inf", "3", "4", "5", "1000000"};
+constexpr const char *kWords[] = {"ports", "link",  "drop",   "corrupt", "delay",     "duplicate", "reorder",
+                                  "sm",    "groups", "stats", "help",    "partition", ""};
+constexpr const char *kArgs[] = {"all",  "up",      "down", "restart", "status", "requests",   "0",   "1",
+                                 "100",  "1e2",     "nan",  "-0",      "50.5",   "4294967296", "0x10", "inf",
+                                 "3",    "4",       "5",    "1000000", "flap",   "retrain",    "stop", "start",
+                                 "rereg", "clear",  "off",  "1,2",     "2,3,",   "1,1"};
 
 std::string line(Input &in) {
     std::string s;
