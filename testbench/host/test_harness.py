@@ -44,7 +44,9 @@ class FakeFabric(threading.Thread):
                 c.sendall(b"ok\n")
 
 
-class RelayTest(unittest.TestCase):
+class RelayBase(unittest.TestCase):
+    """A relay on a fresh run directory, a fake fabric, a canary outside."""
+
     def setUp(self):
         self.tmp = Path(tempfile.mkdtemp(prefix="hcasim-harness-"))
         self.run_dir = self.tmp / "run"
@@ -81,6 +83,8 @@ class RelayTest(unittest.TestCase):
     def poll(self):
         self.relay.poll()
 
+
+class RelayTest(RelayBase):
     def test_symlinked_request_is_refused(self):
         (self.req / "evil.req").symlink_to(self.canary)
         self.poll()
@@ -126,6 +130,51 @@ class RelayTest(unittest.TestCase):
         (self.req / "h.req").write_text("harness rm -rf /\n")
         self.poll()
         self.assertIn("error", (self.req / "h.rep").read_text())
+
+
+class LinkFaultTest(RelayBase):
+    """`harness fault node<N> LINK-KIND` (hca_fault in a guest test) becomes
+    fabric commands for the node's switch port; bad specs send nothing."""
+
+    class Cluster:
+        class Opts:
+            nodes = 3
+        opts = Opts()
+        sock_dir = Path("/nonexistent")
+
+    def setUp(self):
+        super().setUp()
+        self.relay.cluster = self.Cluster()
+
+    def ask(self, line):
+        (self.req / "f.req").write_text(line + "\n")
+        self.poll()
+        return (self.req / "f.rep").read_text()
+
+    def test_link_kinds_become_fabric_commands(self):
+        for spec, lines in [
+            ("drop:pct=5", ["drop 2 5 all"]),
+            ("drop:pct=0.5,scope=requests", ["drop 2 0.5 requests"]),
+            ("link-flap:ms=300", ["link 2 flap 300"]),
+            ("link-flap", ["link 2 flap 2000"]),
+            ("partition:with=0+2", ["partition 2 1,3"]),
+            ("client-rereg", ["sm rereg 2"]),
+            ("sm-down", ["sm stop"]),
+            ("link-clear", ["drop 2 0", "corrupt 2 0", "delay 2 0", "duplicate 2 0", "reorder 2 0", "link 2 up",
+                            "partition clear"]),
+        ]:
+            self.fabric.lines.clear()
+            reply = self.ask(f"harness fault node1 {spec}")
+            self.assertTrue(reply.endswith("ok\n"), reply)
+            self.assertIn("switch port 2", reply)
+            self.assertEqual(self.fabric.lines, [line + "\n" for line in lines], spec)
+
+    def test_bad_link_specs_send_nothing(self):
+        for spec in ("drop", "drop:pct=5,color=red", "drop:pct=5;ports", "partition:with=1", "partition:with=x",
+                     "delay:us=", "link-down:ms=5"):
+            reply = self.ask(f"harness fault node1 {spec}")
+            self.assertTrue(reply.startswith("error"), (spec, reply))
+        self.assertEqual(self.fabric.lines, [])
 
 
 class ResultReadTest(unittest.TestCase):

@@ -5,7 +5,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -15,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from hcasim import fault, inspect_hca, rundir
+from hcasim.fabric_ctl import fabric_command
 from hcasim.build import artifacts
 from hcasim.common import ROOT, RUNS, say
 
@@ -96,6 +96,9 @@ class Cluster:
             cmd += self.opts.fabric_args
         if self.fabric_starts == 0:
             (self.run_dir / "fabric-cmdline.txt").write_text(" ".join(str(c) for c in cmd) + "\n")
+            if self.opts.fabric:
+                # Where its control socket listens (./hcasim fault NODE LINK-KIND).
+                (self.run_dir / "fabric-control").write_text(f"{self.control_socket()}\n")
         self.fabric_starts += 1
         self.fabric = subprocess.Popen([str(c) for c in cmd], stdout=self.fabric_log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
@@ -244,26 +247,6 @@ class Cluster:
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
-def fabric_command(sock_path, line, timeout=10.0, limit=1 << 20):
-    """Sends one command to the fabric's control socket; returns its reply
-    (at most limit bytes)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(sock_path))
-        s.sendall(line.strip().encode() + b"\n")
-        reply = b""
-        while len(reply) < limit:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-            text = reply.decode(errors="replace")
-            last = text.rstrip("\n").split("\n")[-1]
-            if last == "ok" or last.startswith("error"):
-                break
-        return reply[:limit].decode(errors="replace")
-
-
 class ControlRelay(threading.Thread):
     """Lets guest scripts drive the fabric: a guest writes a command to
     /hcasim/fabric-requests/<name>.req (the run directory is shared), the
@@ -354,8 +337,13 @@ class ControlRelay(threading.Thread):
         if len(args) < 2 or not re.fullmatch(r"node[0-9]", args[0]) or int(args[0][4:]) >= self.cluster.opts.nodes:
             return "error usage: harness fault node<N> KIND[:key=value,...] | list | clear [ID]\n"
         sock = self.cluster.sock_dir / f"{args[0]}.qmp"
+        command = " ".join(args[1:])
         try:
-            ok, text = fault.qmp_fault(sock, " ".join(args[1:]))
+            if fault.link_kind(command):
+                ok, text = fault.fabric_fault(int(args[0][4:]), command,
+                                              lambda line: fabric_command(self.sock_path, line))
+            else:
+                ok, text = fault.qmp_fault(sock, command)
         except (OSError, inspect_hca.QmpError) as e:
             return f"error QMP: {e}\n"
         if not ok:
