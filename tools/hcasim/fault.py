@@ -117,12 +117,11 @@ def fabric_fault(node, spec, send):
 
 
 def fabric_socket(run_dir):
-    """The fabric control socket of a running run (vm.py records it)."""
+    """The fabric control socket of a running run (vm.py records it), or
+    None."""
     f = Path(run_dir) / "fabric-control"
     p = Path(f.read_text().strip()) if f.is_file() else None
-    if not p or not p.exists():
-        die(f"{run_dir}: no running fabric (no live socket named by {f})")
-    return p
+    return p if p and p.exists() else None
 
 
 def check_specs(specs, what="--fault"):
@@ -184,6 +183,8 @@ def main(a):
     run_dir, sock = inspect_hca.find_run(node, a.run, write=command != "list")
     if link_kind(command):
         ctl = fabric_socket(run_dir)
+        if not ctl:
+            die(f"{run_dir}: no running fabric (no live socket named by {run_dir}/fabric-control)")
         ok, text = fabric_fault(node, command, lambda line: fabric_command(ctl, line))
         if not ok:
             die(f"node{node}: {text}")
@@ -200,7 +201,31 @@ def main(a):
     if not text.strip():
         text = "(no fault armed)"
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if command == "list":
+        sys.stdout.write(link_state(run_dir, node))
     return 0
+
+
+def link_state(run_dir, node):
+    """The fault knobs and counters of the node's switch port, and the
+    partitions, as the fabric reports them ("" without a fabric)."""
+    ctl = fabric_socket(run_dir)
+    if not ctl:
+        return ""
+    try:
+        ports = fabric_command(ctl, "ports")
+    except OSError:
+        return ""
+    out = ""
+    for line in ports.splitlines():
+        if line.startswith(f"port {node + 1}:"):
+            keep = ("phys=", "state=", "link_downed=", "fault_", "partition_", "drop=", "corrupt=", "delay=",
+                    "duplicate=", "reorder=")
+            out += f"link (switch port {node + 1}): " + " ".join(w for w in line.split()[2:] if w.startswith(keep))
+            out += "\n"
+        elif line.startswith("partition:"):
+            out += line + "\n"
+    return out
 
 
 def register(sub):

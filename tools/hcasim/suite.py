@@ -41,8 +41,9 @@ SUITES = {
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
     "faults": ("injected faults and the unmodified driver's reaction: command status, delivery, delay; error "
                "CQEs; QP and port events; page requests; fatal health and the driver's recovery; link down, flap, "
-               "retrain, ClientReregister, SM gone, partition, loss, duplicates, reordering (docs/FAULTS.md)",
-               ["17-faults", "18-faults-slow", "19-faults-ipoib", "20-faults-link"]),
+               "retrain, ClientReregister, SM gone, partition, loss, duplicates, reordering; firmware death, an "
+               "error CQE and page requests under iperf3 and ib_write_bw (docs/FAULTS.md)",
+               ["17-faults", "18-faults-slow", "19-faults-ipoib", "20-faults-link", "21-faults-traffic"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

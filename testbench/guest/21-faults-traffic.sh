@@ -1,0 +1,138 @@
+# hcasim-test: nodes=2 timeout=900
+# Device faults under traffic between two VMs (docs/FAULTS.md), armed by
+# node 0 on its own HCA in the middle of a workload, with the time until
+# traffic works again:
+#  1. firmware dies (health-fatal) under IPoIB iperf3: the driver's
+#     fw_fatal recovery re-creates mlx5_0 and ib0; ib0 gets its address
+#     again, ping and a new iperf3 run work (IPoIB after a health
+#     recovery);
+#  2. an error CQE on ib_write_bw's RC QP: perftest reports the failed
+#     completion and exits non-zero; a new ib_write_bw works;
+#  3. the firmware asks for 512 more pages and then gives them back while
+#     ib_write_bw runs: traffic is unaffected, fw_pages_total follows.
+# Node 1 serves.
+me=$HCASIM_NODE
+peer=$((1 - me))
+myip=192.168.77.$((me + 1))
+peerip=192.168.77.$((peer + 1))
+dev=$(hca_pci_dev)
+
+check "modprobe mlx5_ib ib_ipoib" modprobe -a mlx5_ib ib_umad ib_uverbs ib_ipoib
+check "port ACTIVE" wait_port_active 120
+barrier active 180
+ipoib_up() {
+    ip addr add "$myip/24" dev ib0 2> /dev/null
+    ip link set ib0 up
+}
+carrier() { [ "$(cat /sys/class/net/ib0/carrier 2> /dev/null)" = 1 ]; }
+ipoib_up
+check "ib0 carrier" retry 60 carrier
+check "ping $peerip" retry 30 ping -c 1 -W 2 "$peerip"
+# Two iperf3 servers: one for the run the fault breaks, one for after.
+if [ "$me" = 1 ]; then
+    check "iperf3 servers on $myip" sh -c "iperf3 -s -D -B $myip -p 5201 && iperf3 -s -D -B $myip -p 5202"
+fi
+barrier ready 120
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
+mark=$(dmesg | wc -l)
+since_mark() { dmesg | tail -n +$((mark + 1)); }
+
+# 1. Firmware dies under iperf3.
+if [ "$me" = 0 ]; then
+    timeout 60 iperf3 -c "$peerip" -p 5201 -t 20 -i 1 > /tmp/iperf-fatal.txt 2>&1 &
+    ipid=$!
+    sleep 3
+    t0=$(now)
+    check "armed health-fatal under iperf3" hca_fault health-fatal:syndrome=0x8
+    fatal_seen() { since_mark | grep -q 'Fatal error 5 detected'; }
+    check "mlx5_core: 'Fatal error 5 detected'" retry 60 fatal_seen
+    recovered() { since_mark | grep -q 'health recovery succeeded'; }
+    check "fw_fatal recovery: 'health recovery succeeded'" retry 120 recovered
+    echo "# recovery health-fatal (driver): $(since "$t0") s to 'health recovery succeeded'"
+    check "no 'health recovery failed'" sh -c "! dmesg | tail -n +$((mark + 1)) | grep -q 'health recovery failed'"
+    check "port ACTIVE after the recovery" wait_port_active 120
+    ib0_back() { [ -e /sys/class/net/ib0 ]; }
+    check "ib0 re-created by the recovery" retry 60 ib0_back
+    ipoib_up
+    check "ib0 carrier after the recovery" retry 60 carrier
+    check "ping after the recovery" retry 60 ping -c 1 -W 1 "$peerip"
+    echo "# recovery health-fatal (IPoIB ping): $(since "$t0") s from arming"
+    wait $ipid
+    echo "# the iperf3 run the fault hit: exit $?, $(tail -1 /tmp/iperf-fatal.txt)"
+    timeout 60 iperf3 -c "$peerip" -p 5202 -t 5 > /tmp/iperf-after.txt 2>&1
+    rc=$?
+    grep -E 'sender|receiver' /tmp/iperf-after.txt | sed 's/^/# /'
+    check "iperf3 over IPoIB after the recovery: exit $rc" test "$rc" = 0
+    moved() { grep receiver /tmp/iperf-after.txt | awk '{exit !($7 + 0 > 0)}'; }
+    check "iperf3 after the recovery moved data" moved
+fi
+barrier fatal-done 400
+if [ "$me" = 1 ]; then
+    pkill iperf3
+fi
+
+# A perftest pair whose client is ours to watch: node 1 serves, node 0
+# runs CMD against it in the background, FAULT_FN is called with the
+# client's QPN once it printed it. Sets PERF_RC (node 0).
+perf_with() {
+    local name=$1 fault_fn=$2
+    shift 2
+    if [ "$me" = 1 ]; then
+        start_server "$name" 120 "$@"
+        barrier "$name" 120
+        wait $SERVER_PID
+    else
+        barrier "$name" 120
+        sleep 1
+        timeout 120 stdbuf -oL "$@" "$(mgmt_ip 1)" > "/tmp/$name.txt" 2>&1 &
+        local pid=$! qpn=""
+        for _ in $(seq 100); do
+            qpn=$(sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p' "/tmp/$name.txt" | head -1)
+            [ -n "$qpn" ] && break
+            sleep 0.2
+        done
+        "$fault_fn" "$qpn"
+        wait $pid
+        PERF_RC=$?
+    fi
+    barrier "$name-done" 200
+}
+
+# 2. An error CQE on ib_write_bw's QP.
+arm_error_cqe() {
+    echo "# ib_write_bw client QPN: ${1:-none}"
+    sleep 2
+    check "armed error-cqe on ib_write_bw's QP" hca_fault "error-cqe:qpn=$1,syndrome=0x4"
+}
+perf_with werr arm_error_cqe ib_write_bw -d mlx5_0 -s 65536 -D 8 -F
+if [ "$me" = 0 ]; then
+    grep -i -E 'fail|error' /tmp/werr.txt | head -3 | sed 's/^/# /'
+    check "ib_write_bw exits non-zero after the error completion (exit $PERF_RC)" test "$PERF_RC" != 0
+    check "perftest: 'Failed status 4' (IBV_WC_LOC_PROT_ERR)" grep -q 'Failed status 4' /tmp/werr.txt
+fi
+client_server wafter 120 ib_write_bw -d mlx5_0 -s 65536 -n 200 -F
+rc=$?
+[ "$me" = 0 ] && check "a new ib_write_bw after the error completion (exit $rc)" test "$rc" = 0
+
+# 3. Pages asked for and given back under ib_write_bw.
+pages=/sys/kernel/debug/mlx5/$dev/pages/fw_pages_total
+page_requests() {
+    p0=$(cat "$pages")
+    echo "# fw_pages_total before: $p0"
+    check "armed page-request npages=512 under ib_write_bw" hca_fault page-request:npages=512
+    grown() { [ "$(cat "$pages")" -eq $((p0 + 512)) ]; }
+    check "the driver gave 512 pages under traffic" retry 30 grown
+    check "armed page-request npages=-512" hca_fault page-request:npages=-512
+    back() { [ "$(cat "$pages")" -eq "$p0" ]; }
+    check "the driver took them back under traffic" retry 30 back
+}
+perf_with wpages page_requests ib_write_bw -d mlx5_0 -s 65536 -D 10 -F
+if [ "$me" = 0 ]; then
+    grep -E '^ *65536 ' /tmp/wpages.txt | sed 's/^/# /'
+    check "ib_write_bw through page requests: exit $PERF_RC" test "$PERF_RC" = 0
+    check "no kernel oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
+fi
+barrier done 300
+finish
