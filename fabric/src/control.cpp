@@ -147,8 +147,9 @@ std::string ControlCommands::link(const std::vector<std::string> &w) {
         return bad_port(sw, w[1]);
     }
     uint32_t ms = 0;
-    if (w[2] == "flap" && (!parse_u32(w[3], ms) || ms < 1 || ms > kMaxFlapMs)) {
-        return fmt::format("error bad flap time '{}' (1..{} milliseconds)\n", w[3], kMaxFlapMs);
+    if (w[2] == "flap" && (w.size() != 4 || !parse_u32(w[3], ms) || ms < 1 || ms > kMaxFlapMs)) {
+        return fmt::format("error bad flap time '{}' (1..{} milliseconds)\n", w.size() == 4 ? w[3] : "",
+                           kMaxFlapMs);
     }
     if (w[2] != "up" && w[2] != "down" && w[2] != "retrain" && w[2] != "flap") {
         return "error expected up, down, retrain or flap MS\n";

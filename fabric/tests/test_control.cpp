@@ -103,6 +103,7 @@ TEST_CASE("control: link faults (flap, retrain, duplicate, reorder, partition, S
     f.run(200000);
     CHECK(f.ca(1).state() == PortState::Active);
     CHECK(is_error(c.execute("link 1 flap 0")));
+    CHECK(is_error(c.execute("link 1 flap")));  // found by the control fuzz target
     CHECK(is_error(c.execute("link 1 flap soon")));
     CHECK(is_error(c.execute("link 1 down 5")));
     const uint64_t downed = f.sw().port(2).ctr.link_downed;
