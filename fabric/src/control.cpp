@@ -46,7 +46,7 @@ constexpr const char *kHelp =
     "partition PORTS PORTS [off]\n"
     "partition clear\n"
     "sm restart|stop|start|status\n"
-    "sm rereg PORT\n"
+    "sm rereg|lid PORT\n"
     "groups\n"
     "stats\n"
     "help\n";
@@ -243,7 +243,7 @@ std::string ControlCommands::partition(const std::vector<std::string> &w) {
     return "ok\n";
 }
 
-// sm restart|stop|start|status, sm rereg PORT
+// sm restart|stop|start|status, sm rereg PORT, sm lid PORT
 std::string ControlCommands::sm(const std::vector<std::string> &w) {
     SubnetManager *sm = fabric_->sm();
     if (!sm) {
@@ -252,14 +252,18 @@ std::string ControlCommands::sm(const std::vector<std::string> &w) {
     const std::string &what = w[1];
     if (w.size() == 3) {
         std::vector<uint8_t> ps;
-        if (what != "rereg") {
-            return "error expected 'sm rereg PORT'\n";
+        if (what != "rereg" && what != "lid") {
+            return "error expected 'sm rereg PORT' or 'sm lid PORT'\n";
         }
         if (!port_list(fabric_->sw(), w[2], ps)) {
             return bad_port(fabric_->sw(), w[2]);
         }
         for (uint8_t p : ps) {
-            sm->reregister(p);
+            if (what == "rereg") {
+                sm->reregister(p);
+            } else if (!sm->change_lid(p)) {
+                return fmt::format("error port {}: no Active CA port there (or the SM is stopped)\n", p);
+            }
         }
         return "ok\n";
     }
@@ -274,7 +278,7 @@ std::string ControlCommands::sm(const std::vector<std::string> &w) {
     if (what == "status") {
         return sm->status() + "ok\n";
     }
-    return "error expected 'sm restart', 'sm stop', 'sm start', 'sm status' or 'sm rereg PORT'\n";
+    return "error expected 'sm restart', 'sm stop', 'sm start', 'sm status', 'sm rereg PORT' or 'sm lid PORT'\n";
 }
 
 // One client connection: reads lines, writes replies in order.

@@ -78,7 +78,7 @@ std::string IbFabric::ports_text() const {
         const SwitchPort &p = sw.port(k);
         std::string lid = "-", neighbor = "-";
         if (sm_) {
-            if (auto e = sm_->endport_by_lid(SubnetManager::lid_for_port(k)); e && e->switch_port == k) {
+            if (auto e = sm_->endport_by_lid(sm_->lid_for_port(k)); e && e->switch_port == k) {
                 lid = std::to_string(e->lid);
                 neighbor = fmt::format("{:#018x}", e->port_guid);
             }

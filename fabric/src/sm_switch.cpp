@@ -80,7 +80,7 @@ void SubnetManager::configure_switch(std::function<void()> then) {
                     return;
                 }
                 auto s = data_of(*r2);
-                const uint16_t top = lid_for_port(sw_.num_ports());
+                const uint16_t top = max_lid();
                 const uint8_t life = s[si::kLifeTimeValuePortStateChange];
                 if (get16(s, si::kLinearFdbTop) == top && (life >> 3) == cfg_.life_time && !(life & 0x04)) {
                     after();
@@ -192,8 +192,8 @@ void SubnetManager::program_lft_block(uint32_t block) {
         const uint32_t lid = block * ForwardingTables::kLftBlock + static_cast<uint32_t>(i);
         if (lid == cfg_.sm_lid) {
             d[i] = 0;
-        } else if (lid >= 2 && lid - 1 <= sw_.num_ports() && ports_[lid - 1].routed) {
-            d[i] = static_cast<uint8_t>(lid - 1);
+        } else if (const uint8_t p = port_for_lid(static_cast<uint16_t>(lid))) {
+            d[i] = p;
         }
     }
     smp(kHop0, mad::kSet, mad::kAttrLinearForwardingTable, block, &d, [this, block](const Mad *r) {
@@ -204,7 +204,7 @@ void SubnetManager::program_lft_block(uint32_t block) {
 }
 
 void SubnetManager::program_lft() {
-    const uint32_t last = lid_for_port(sw_.num_ports()) / ForwardingTables::kLftBlock;
+    const uint32_t last = max_lid() / ForwardingTables::kLftBlock;
     for (uint32_t b = 0; b <= last; ++b) {
         program_lft_block(b);
     }

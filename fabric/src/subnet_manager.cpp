@@ -109,6 +109,30 @@ void SubnetManager::reregister(uint8_t port) {
     }
 }
 
+bool SubnetManager::change_lid(uint8_t port) {
+    if (!running() || port == 0 || port > sw_.num_ports() || !ports_[port].known_active) {
+        return false;
+    }
+    PortCtl &c = ports_[port];
+    const uint16_t old = lid_for_port(port);
+    c.moved = !c.moved;
+    log_.info("sm", "port {}: LID {} -> {}", port, old, lid_for_port(port));
+    program_lft_block(old / ForwardingTables::kLftBlock);  // the old LID leads nowhere now
+    if (!c.busy) {
+        ++c.gen;
+        start_port(port);
+    }
+    return true;
+}
+
+uint16_t SubnetManager::sw_num_ports() const { return sw_.num_ports(); }
+
+uint8_t SubnetManager::port_for_lid(uint16_t lid) const {
+    const unsigned n = sw_.num_ports();
+    const unsigned p = lid >= 2 && lid <= n + 1 ? lid - 1u : lid >= n + 2 && lid <= 2 * n + 1 ? lid - 1u - n : 0;
+    return p && ports_[p].routed && lid_for_port(static_cast<uint8_t>(p)) == lid ? static_cast<uint8_t>(p) : 0;
+}
+
 void SubnetManager::restart() {
     log_.info("sm", "{}: forgetting the subnet, sweeping again (ClientReregister on configured ports)",
               stopped_ ? "start" : "restart");
@@ -415,9 +439,14 @@ void SubnetManager::ca_done(uint8_t port) {
     c.last_error.clear();
     c.rereg_pending = false;
     const bool was = c.known_active;
+    const uint16_t old_lid = c.ca.lid;
     c.known_active = true;
     c.routed = true;
     c.ca.lid = lid_for_port(port);
+    if (was && old_lid != c.ca.lid) {
+        log_.info("sm", "port {}: CA port {:#018x} has LID {} now", port, c.ca.port_guid, c.ca.lid);
+        program_lft_block(c.ca.lid / ForwardingTables::kLftBlock);
+    }
     c.ca.mtu = desired_mtu(c.ca.port_info);
     const uint8_t w = c.ca.port_info[pi::kLinkWidthActive];
     const uint8_t sp = c.ca.port_info[pi::kLinkSpeedActiveEnabled] >> 4;

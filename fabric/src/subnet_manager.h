@@ -102,11 +102,21 @@ class SubnetManager {
     bool running() const { return started_ && !stopped_; }
     // `sm rereg PORT`: configure the CA port again with ClientReregister.
     void reregister(uint8_t port);
+    // `sm lid PORT`: give the Active CA port its other LID (a LID change:
+    // the old LID is no longer routed, the CA gets the new one).
+    bool change_lid(uint8_t port);
     // A sweep soon (coalesces requests).
     void request_sweep();
 
     uint16_t lid() const { return cfg_.sm_lid; }
-    static uint16_t lid_for_port(uint8_t switch_port) { return static_cast<uint16_t>(switch_port + 1); }
+    // A CA port's LID: switch port + 1, or switch port + 1 + the number of
+    // ports once `sm lid PORT` has moved it (and back on the next move).
+    uint16_t lid_for_port(uint8_t switch_port) const {
+        const bool moved = switch_port < ports_.size() && ports_[switch_port].moved;
+        return static_cast<uint16_t>(switch_port + 1 + (moved ? sw_num_ports() : 0));
+    }
+    // The highest LID a CA port can have (LinearFDBTop).
+    uint16_t max_lid() const { return static_cast<uint16_t>(2 * sw_num_ports() + 1); }
     CaState ca_state(uint8_t port) const { return ports_.at(port).state; }
     std::string status() const;
     uint64_t sweeps() const { return sweeps_; }
@@ -129,6 +139,8 @@ class SubnetManager {
     void on_port_active(std::function<void(const Endport &)> fn) { port_active_ = std::move(fn); }
 
   private:
+    uint16_t sw_num_ports() const;
+    uint8_t port_for_lid(uint16_t lid) const;  // 0: no CA port has it
     struct Pending {
         Mad req;
         uint8_t port = 0;  // where the response must arrive: path[1], or 0 for the switch
@@ -143,6 +155,7 @@ class SubnetManager {
         bool known_active = false;
         bool routed = false;  // the LFT sends its LID to this port
         bool rereg_pending = false;
+        bool moved = false;  // has its second LID (lid_for_port)
         unsigned failures = 0;
         std::string last_error;
         Endport ca;

@@ -165,6 +165,29 @@ TEST_CASE("control: link faults (flap, retrain, duplicate, reorder, partition, S
     CHECK(f.ca(2).state() == PortState::Active);
     CHECK(is_error(c.execute("sm rereg 0")));
     CHECK(is_error(c.execute("sm stop 2")));
+
+    // A LID change: port 2 (LID 3) gets LID 3 + 4 ports = 7, and back.
+    SubnetManager &sm = *f.fabric->sm();
+    CHECK(sm.lid_for_port(2) == 3);
+    CHECK(c.execute("sm lid 2") == "ok\n");
+    CHECK(sm.lid_for_port(2) == 7);
+    f.run(1000);
+    CHECK(f.sw().fdb().lookup(3) == ForwardingTables::kNoPort);  // the old LID leads nowhere at once
+    f.run(200000);
+    CHECK(f.ca(2).lid() == 7);
+    CHECK(f.ca(2).state() == PortState::Active);
+    CHECK(f.sw().fdb().lookup(7) == 2);
+    CHECK(sm.endport_by_lid(7).has_value());
+    CHECK_FALSE(sm.endport_by_lid(3).has_value());
+    CHECK(c.execute("sm status").find("lid=7") != std::string::npos);
+    f.run(6'000'000);  // a sweep's verification keeps it
+    CHECK(f.ca(2).lid() == 7);
+    CHECK(c.execute("sm lid 2") == "ok\n");
+    f.run(200000);
+    CHECK(f.ca(2).lid() == 3);
+    CHECK(f.sw().fdb().lookup(3) == 2);
+    CHECK(f.sw().fdb().lookup(7) == ForwardingTables::kNoPort);
+    CHECK(is_error(c.execute("sm lid 3")));  // nothing Active there
 }
 
 TEST_CASE("control: without an SM, and without an InfiniBand switch", "[control]") {

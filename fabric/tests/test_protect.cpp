@@ -53,7 +53,7 @@ TEST_CASE("M_Key: with the SM's key on the switch a guest cannot disable a port 
     TestFabric f;
     f.bring_up({1, 2, 3});
     REQUIRE(f.sm().ca_state(3) == CaState::Active);
-    REQUIRE(f.sw().fdb().lookup(SubnetManager::lid_for_port(3)) == 3);
+    REQUIRE(f.sw().fdb().lookup(f.fabric->sm()->lid_for_port(3)) == 3);
     // Gets still work for anyone (ibnetdiscover in a guest): protect level 1.
     auto pi3 = to_switch(f, 2, mad::kGet, mad::kAttrPortInfo, 3);
     REQUIRE(pi3);
@@ -75,7 +75,7 @@ TEST_CASE("M_Key: with the SM's key on the switch a guest cannot disable a port 
     std::array<uint8_t, 64> lft{};
     lft.fill(2);
     CHECK_FALSE(to_switch(f, 2, mad::kSet, mad::kAttrLinearForwardingTable, 0, lft));
-    CHECK(f.sw().fdb().lookup(SubnetManager::lid_for_port(3)) == 3);
+    CHECK(f.sw().fdb().lookup(f.fabric->sm()->lid_for_port(3)) == 3);
     // Both count as M_Key violations (PortInfo:M_KeyViolations of port 0).
     CHECK(f.sw().sma().mkey_discards() == 2);
     p0 = to_switch(f, 2, mad::kGet, mad::kAttrPortInfo, 0);
@@ -256,7 +256,7 @@ TEST_CASE("switch: a delay line holds at most kMaxDelayed packets", "[caps]") {
     REQUIRE(f.sm().ca_state(2) == CaState::Active);
     f.sw().faults().set_delay(2, 1000000);
     for (size_t i = 0; i < IbSwitch::kMaxDelayed + 500; ++i) {
-        f.ca(1).send_ud(SubnetManager::lid_for_port(2), 0x42, 0x1234, 64);
+        f.ca(1).send_ud(f.fabric->sm()->lid_for_port(2), 0x42, 0x1234, 64);
     }
     CHECK(f.sw().port(2).delayed.size() == IbSwitch::kMaxDelayed);
     CHECK(f.sw().drops(Drop::QueueFull) == 500);

@@ -36,10 +36,12 @@ TEST_CASE("SM: discovers and configures the CAs on every connected port", "[sm]"
     MemoryCapture cap;
     f.sw().set_capture(&cap);
     f.bring_up({1, 2, 4});
-    // The switch itself: LID 1, port 0 Active, LinearFDBTop = highest LID.
+    // The switch itself: LID 1, port 0 Active, LinearFDBTop = the highest
+    // LID a CA port can have (2 x 4 ports + 1: `sm lid` moves a port's LID
+    // above the first range).
     CHECK(f.sw().lid() == 1);
     CHECK(f.sw().port(0).state == PortState::Active);
-    CHECK(f.sw().fdb().linear_top() == 5);
+    CHECK(f.sw().fdb().linear_top() == 9);
     for (uint8_t k : {1, 2, 4}) {
         INFO("port " << int(k));
         FakeCa &ca = f.ca(k);

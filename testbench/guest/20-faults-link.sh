@@ -2,14 +2,16 @@
 # Link faults between two VMs (docs/FAULTS.md, "Link kinds"), armed by
 # node 0 on its own switch port with hca_fault (the fabric's control
 # socket through the run's relay), under IPoIB iperf3 and RC traffic:
-# link down and up (the HCA's port Down and Polling, no carrier), a 2 s flap and a retrain (the port's state, carrier,
-# LinkDowned, iperf3 surviving), ClientReregister (IPoIB joins again), the
-# subnet manager gone and back (IPoIB keeps its cached paths, rdma_cm's
-# route resolution times out, a new SM reregisters everyone), a partition
-# (the RC requester's retry counter runs out), loss, duplicates and
-# reordering (RC pingpong with data checks and ib_write_bw complete),
-# delay and corruption. For each kind that takes the path away, the time
-# until ping works again is a "# recovery" line. Node 1 serves.
+# link down and up (the HCA's port Down and Polling, no carrier), a 2 s
+# flap and a retrain (the port's state, carrier, LinkDowned, iperf3
+# surviving), ClientReregister (IPoIB joins again), a LID change (the peer
+# keeps the old LID until it looks again), the subnet manager gone and
+# back (IPoIB keeps its cached paths, rdma_cm's route resolution times
+# out, a new SM reregisters everyone), a partition (the RC requester's
+# retry counter runs out), loss, duplicates and reordering (RC pingpong
+# with data checks and ib_write_bw complete), delay and corruption. For
+# each kind that takes the path away, the time until ping works again is
+# a "# recovery" line. Node 1 serves.
 me=$HCASIM_NODE
 peer=$((1 - me))
 myip=192.168.77.$((me + 1))
@@ -122,6 +124,30 @@ if [ "$me" = 0 ]; then
     check "ping after the reregister" ping -c 2 -W 2 "$peerip"
 fi
 barrier rereg-checked 120
+
+# 4b. A LID change of node 0's port. The driver reports IB_EVENT_LID_CHANGE
+# and IPoIB flushes its paths; node 1 is told nothing, so its cached path
+# still names the old LID until it looks again (here: a ClientReregister
+# of node 1 marks its paths invalid).
+if [ "$me" = 0 ]; then
+    lid0=$(port_attr lid)
+    t0=$(now)
+    check "armed lid-change" hca_fault lid-change
+    lid_moved() { [ "$(port_attr lid)" != "$lid0" ]; }
+    check "node 0's LID changed ($lid0 -> $(port_attr lid))" retry 20 lid_moved
+    echo "# LID $lid0 -> $(port_attr lid)"
+    check "port ACTIVE with the new LID" wait_port_active 30
+    n=$(ping -c 3 -W 1 "$peerip" 2>/dev/null | sed -n 's/.* \([0-9]*\) received.*/\1/p')
+    echo "# ping right after the LID change, before node 1 looks again: ${n:-0} of 3 answered"
+    check "node 1 reregisters (its IPoIB paths marked invalid)" fabric_ctl harness fault node1 client-rereg
+    check "ping after the LID change and node 1's reregister" recovered lid-change "$t0"
+    check "armed lid-change (back)" hca_fault lid-change
+    lid_back() { [ "$(port_attr lid)" = "$lid0" ]; }
+    check "node 0's LID back ($lid0)" retry 20 lid_back
+    fabric_ctl harness fault node1 client-rereg > /dev/null
+    check "ping with the first LID again" recovered lid-back "$(now)"
+fi
+barrier lid 300
 
 # 5. The subnet manager gone and back.
 if [ "$me" = 0 ]; then

@@ -159,6 +159,7 @@ class LinkFaultTest(RelayBase):
             ("link-flap", ["link 2 flap 2000"]),
             ("partition:with=0+2", ["partition 2 1,3"]),
             ("client-rereg", ["sm rereg 2"]),
+            ("lid-change", ["sm lid 2"]),
             ("sm-down", ["sm stop"]),
             ("link-clear", ["drop 2 0", "corrupt 2 0", "delay 2 0", "duplicate 2 0", "reorder 2 0", "link 2 up",
                             "partition clear"]),

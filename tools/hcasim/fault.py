@@ -44,6 +44,9 @@ LINK_KINDS = {
                      "the link retrains (LinkDown, Polling, LinkUp): the port goes Down, Init, Active"),
     "client-rereg": ({}, "sm rereg {port}",
                      "the SM sets ClientReregister in the port's PortInfo (IBA 14.4.11): clients join again"),
+    "lid-change": ({}, "sm lid {port}",
+                   "the SM gives the port its other LID (switch port + 1, or that + the number of ports): the old "
+                   "LID is no longer routed"),
     "sm-down": ({}, "sm stop", "the subnet manager is gone (fabric-wide): no sweeps, no SA answers, ports stay up"),
     "sm-up": ({}, "sm start", "a subnet manager again (fabric-wide): it sweeps, every port reregisters"),
     "drop": ({"pct": None, "scope": "all"}, "drop {port} {pct} {scope}",
