@@ -47,6 +47,7 @@ constexpr const char *kHelp =
     "partition clear\n"
     "sm restart|stop|start|status\n"
     "sm rereg|lid PORT\n"
+    "sm pkeys PORT PKEY[,PKEY...]\n"
     "groups\n"
     "stats\n"
     "help\n";
@@ -132,6 +133,9 @@ std::string ControlCommands::execute(const std::string &line) {
     }
     if (cmd == "partition" && w.size() >= 2 && w.size() <= 4) {
         return partition(w);
+    }
+    if (cmd == "sm" && w.size() == 4 && w[1] == "pkeys") {
+        return pkeys(w);
     }
     if (cmd == "sm" && (w.size() == 2 || w.size() == 3)) {
         return sm(w);
@@ -239,6 +243,39 @@ std::string ControlCommands::partition(const std::vector<std::string> &w) {
         for (uint8_t y : b) {
             f.set_cut(x, y, w.size() == 3);
         }
+    }
+    return "ok\n";
+}
+
+// sm pkeys PORT PKEY[,PKEY...]: the CA port's P_Key table, in index order.
+std::string ControlCommands::pkeys(const std::vector<std::string> &w) {
+    SubnetManager *sm = fabric_->sm();
+    if (!sm) {
+        return "error no SM (started with --no-sm)\n";
+    }
+    uint32_t port = 0;
+    if (!parse_u32(w[2], port) || port < 1 || port > fabric_->sw().num_ports()) {
+        return bad_port(fabric_->sw(), w[2]);
+    }
+    std::vector<uint16_t> keys;
+    size_t b = 0;
+    while (b <= w[3].size() && keys.size() <= 32) {
+        const size_t e = std::min(w[3].find(',', b), w[3].size());
+        const std::string k = w[3].substr(b, e - b);
+        uint32_t v = 0;
+        const char *first = k.data() + (k.starts_with("0x") ? 2 : 0);
+        auto [p, ec] = std::from_chars(first, k.data() + k.size(), v, 16);
+        if (ec != std::errc{} || p != k.data() + k.size() || v > 0xffff) {
+            return fmt::format("error bad P_Key '{}' (hex, e.g. 0xffff,0x8001)\n", k);
+        }
+        keys.push_back(static_cast<uint16_t>(v));
+        b = e + 1;
+    }
+    if (keys.size() > 32) {
+        return "error at most 32 P_Keys (one block)\n";
+    }
+    if (!sm->set_pkeys(static_cast<uint8_t>(port), std::move(keys))) {
+        return fmt::format("error port {}: no Active CA port there (or the SM is stopped)\n", port);
     }
     return "ok\n";
 }

@@ -45,6 +45,7 @@ class ControlCommands {
     std::string fault(const std::vector<std::string> &w);
     std::string partition(const std::vector<std::string> &w);
     std::string sm(const std::vector<std::string> &w);
+    std::string pkeys(const std::vector<std::string> &w);
 
     IbFabric *fabric_;
     std::function<std::string()> extra_stats_;

@@ -37,6 +37,7 @@ struct Args {
     uint64_t seed = 1, capture_max = 512ull << 20;
     double drop = 0, corrupt = 0;
     uint32_t delay_us = 0;
+    uint32_t sm_settle_ms = 1000;
     bool no_sm = false;
 };
 
@@ -64,6 +65,10 @@ void add_options(CLI::App &app, Args &a) {
     app.add_option("--capture", a.capture, "pcapng file of every packet entering the switch (ERF InfiniBand)");
     app.add_option("--capture-max-bytes", a.capture_max, "Size limit of the capture file")->capture_default_str();
     app.add_option("--log", a.log_file, "Log file (default: stdout)");
+    app.add_option("--sm-settle-ms", a.sm_settle_ms,
+                   "How long the SM waits before configuring a newly found CA port (0: at once)")
+        ->check(CLI::Range(0, 60000))
+        ->capture_default_str();
 }
 
 // The fabric's options from the command line; false (with a message) if
@@ -88,6 +93,7 @@ bool fabric_options(const Args &a, fabric::FabricOptions &opt) {
     opt.drop_pct = a.drop;
     opt.corrupt_pct = a.corrupt;
     opt.delay_us = a.delay_us;
+    opt.sm_cfg.new_port_settle_us = a.sm_settle_ms * 1000;
     return true;
 }
 

@@ -52,6 +52,9 @@ SubnetManager::~SubnetManager() {
         loop_.cancel(p.timer);
     }
     loop_.cancel(sweep_timer_);
+    for (auto &c : ports_) {
+        loop_.cancel(c.settle_timer);
+    }
     if (started_) {
         sw_.set_sm_handler({});
         sw_.set_link_handler({});
@@ -123,6 +126,39 @@ bool SubnetManager::change_lid(uint8_t port) {
         start_port(port);
     }
     return true;
+}
+
+bool SubnetManager::set_pkeys(uint8_t port, std::vector<uint16_t> pkeys) {
+    if (!running() || port == 0 || port > sw_.num_ports() || !ports_[port].known_active || pkeys.empty() ||
+        pkeys.size() > 32) {
+        return false;
+    }
+    ports_[port].pkeys = std::move(pkeys);
+    apply_pkeys(port);
+    return true;
+}
+
+// Set(P_KeyTable) block 0 of the CA port (IBA 14.2.5.7); the CA raises a
+// P_Key change event when its table changes.
+void SubnetManager::apply_pkeys(uint8_t port) {
+    const PortCtl &c = ports_[port];
+    if (c.pkeys.empty()) {
+        return;
+    }
+    std::array<uint8_t, 64> d{};
+    std::string list;
+    for (size_t i = 0; i < c.pkeys.size(); ++i) {
+        set16(d, i * 2, c.pkeys[i]);
+        list += fmt::format("{}{:#06x}", i ? "," : "", c.pkeys[i]);
+    }
+    log_.info("sm", "port {}: P_Key table {}", port, list);
+    const std::array<uint8_t, 2> path{0, port};
+    smp(path, mad::kSet, mad::kAttrPKeyTable, 0, &d, [this, port](const Mad *r) {
+        if (!r || smp_status(*r)) {
+            log_.warn("sm", "port {}: Set(P_KeyTable) failed: {}", port,
+                      r ? fmt::format("status {:#06x}", smp_status(*r)) : std::string("no answer"));
+        }
+    });
 }
 
 uint16_t SubnetManager::sw_num_ports() const { return sw_.num_ports(); }
@@ -297,7 +333,16 @@ void SubnetManager::start_port(uint8_t port) {
                     return;
                 }
                 ports_[port].ca.port_info = data_of(*r3);
-                configure_ca(port, gen);
+                if (cfg_.new_port_settle_us == 0 || pi_state(ports_[port].ca.port_info) != PortState::Init) {
+                    configure_ca(port, gen);
+                    return;
+                }
+                ports_[port].settle_timer = loop_.after(cfg_.new_port_settle_us, [this, port, gen] {
+                    ports_[port].settle_timer = 0;
+                    if (!stale(port, gen) && running()) {
+                        configure_ca(port, gen);
+                    }
+                });
             });
         });
     });
@@ -461,6 +506,7 @@ void SubnetManager::ca_done(uint8_t port) {
         log_.info("sm", "port {}: CA {:#018x} '{}' port {} GUID {:#018x}: LID {} Active", port, c.ca.node_guid,
                   desc, c.ca.port_num, c.ca.port_guid, c.ca.lid);
         program_lft_block(c.ca.lid / ForwardingTables::kLftBlock);
+        apply_pkeys(port);
         if (port_active_) {
             port_active_(c.ca);
         }
@@ -573,6 +619,9 @@ std::string SubnetManager::status() const {
         fmt::format_to(std::back_inserter(s), "sm port {}: {}", k, ca_state_name(c.state));
         if (c.known_active) {
             fmt::format_to(std::back_inserter(s), " lid={} guid={:#018x}", c.ca.lid, c.ca.port_guid);
+            for (size_t i = 0; i < c.pkeys.size(); ++i) {
+                fmt::format_to(std::back_inserter(s), "{}{:#06x}", i ? "," : " pkeys=", c.pkeys[i]);
+            }
         }
         if (!c.last_error.empty() && !c.known_active) {
             fmt::format_to(std::back_inserter(s), " failures={} last_error=\"{}\"", c.failures, c.last_error);

@@ -73,6 +73,12 @@ class SubnetManager {
         uint32_t smp_timeout_us = 500000;
         unsigned retries = 3;
         uint32_t sweep_interval_us = 5000000;
+        // How long a newly discovered CA port (in Init) waits before the SM
+        // configures it. A real SM's heavy sweep discovers first and
+        // configures later; here it keeps the SM's PortInfo Sets out of
+        // mlx5_ib's registration window, which TCG stretches to ~100 ms
+        // and in which the driver drops port events (docs/FAULTS.md).
+        uint32_t new_port_settle_us = 0;
         uint8_t subnet_timeout = 18;
         uint8_t life_time = 18;     // SwitchInfo:LifeTimeValue
         uint8_t priority = 15;      // SMInfo
@@ -105,6 +111,11 @@ class SubnetManager {
     // `sm lid PORT`: give the Active CA port its other LID (a LID change:
     // the old LID is no longer routed, the CA gets the new one).
     bool change_lid(uint8_t port);
+    // `sm pkeys PORT P,...`: the CA port's P_Key table block 0 (the rest of
+    // its 32 entries 0), set now and again whenever the port is configured
+    // anew (a reset CA starts from its default table). False if no CA
+    // port is Active there or the table is too long.
+    bool set_pkeys(uint8_t port, std::vector<uint16_t> pkeys);
     // A sweep soon (coalesces requests).
     void request_sweep();
 
@@ -141,6 +152,7 @@ class SubnetManager {
   private:
     uint16_t sw_num_ports() const;
     uint8_t port_for_lid(uint16_t lid) const;  // 0: no CA port has it
+    void apply_pkeys(uint8_t port);
     struct Pending {
         Mad req;
         uint8_t port = 0;  // where the response must arrive: path[1], or 0 for the switch
@@ -156,6 +168,8 @@ class SubnetManager {
         bool routed = false;  // the LFT sends its LID to this port
         bool rereg_pending = false;
         bool moved = false;  // has its second LID (lid_for_port)
+        std::vector<uint16_t> pkeys;  // P_Key table block 0 to set (empty: the CA's own)
+        EventLoop::TimerId settle_timer = 0;  // a new port waiting (Config::new_port_settle_us)
         unsigned failures = 0;
         std::string last_error;
         Endport ca;

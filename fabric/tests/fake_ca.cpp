@@ -288,6 +288,17 @@ uint16_t FakeCa::sma(Mad &m) {
         port_info(d);
         return st;
     }
+    case mad::kAttrPKeyTable:  // block 0 only: 32 P_Keys
+        if (get32(m, mad::kAttrMod) != 0) {
+            return mad::kStatusInvalidField;
+        }
+        for (size_t i = 0; i < pkeys_.size(); ++i) {
+            if (set) {
+                pkeys_[i] = get16(d, i * 2);
+            }
+            set16(d, i * 2, pkeys_[i]);
+        }
+        return 0;
     default:
         return mad::kStatusUnsupportedMethodAttr;
     }

@@ -87,6 +87,7 @@ class FakeCa : public PortSink {
     uint8_t neighbor_mtu() const { return neighbor_mtu_; }
     const std::vector<PortInfoSet> &sets() const { return sets_; }
     unsigned rereg_events() const { return rereg_events_; }
+    const std::array<uint16_t, 32> &pkeys() const { return pkeys_; }
     unsigned smps_answered() const { return smps_answered_; }
     void set_answer_smps(bool on) { opt_.answer_smps = on; }
     void force_state(PortState s) { state_ = s; }
@@ -150,6 +151,7 @@ class FakeCa : public PortSink {
     uint64_t mkey_ = 0;
     std::vector<PortInfoSet> sets_;
     unsigned rereg_events_ = 0;
+    std::array<uint16_t, 32> pkeys_{0xffff};  // P_Key table block 0
     unsigned smps_answered_ = 0;
     uint64_t next_tid_ = 0x1000;
     uint64_t next_id_ = 1;

@@ -188,6 +188,22 @@ TEST_CASE("control: link faults (flap, retrain, duplicate, reorder, partition, S
     CHECK(f.sw().fdb().lookup(3) == 2);
     CHECK(f.sw().fdb().lookup(7) == ForwardingTables::kNoPort);
     CHECK(is_error(c.execute("sm lid 3")));  // nothing Active there
+
+    // The CA port's P_Key table: set now, and again after the CA resets.
+    CHECK(c.execute("sm pkeys 2 0x8001,0xffff") == "ok\n");
+    f.run(100000);
+    CHECK(f.ca(2).pkeys()[0] == 0x8001);
+    CHECK(f.ca(2).pkeys()[1] == 0xffff);
+    CHECK(c.execute("sm status").find("pkeys=0x8001,0xffff") != std::string::npos);
+    CHECK(is_error(c.execute("sm pkeys 2 0x10000")));
+    CHECK(is_error(c.execute("sm pkeys 2 0x")));
+    CHECK(is_error(c.execute("sm pkeys 2 ffff,,1")));
+    CHECK(is_error(c.execute("sm pkeys 3 0xffff")));
+    CHECK(is_error(c.execute("sm pkeys 2 " + std::string(33 * 7, ',').replace(0, 1, "1"))));
+    CHECK(c.execute("sm pkeys 2 ffff") == "ok\n");
+    f.run(100000);
+    CHECK(f.ca(2).pkeys()[0] == 0xffff);
+    CHECK(f.ca(2).pkeys()[1] == 0);
 }
 
 TEST_CASE("control: without an SM, and without an InfiniBand switch", "[control]") {

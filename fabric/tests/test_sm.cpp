@@ -87,6 +87,28 @@ TEST_CASE("SM: discovers and configures the CAs on every connected port", "[sm]"
     f.sw().set_capture(nullptr);
 }
 
+TEST_CASE("SM: a new CA port waits the settle time before it is configured; a known one does not", "[sm]") {
+    auto o = test_options(2);
+    o.sm_cfg.new_port_settle_us = 300000;
+    TestFabric f(o);
+    f.bring_up({1}, 100000);
+    CHECK(f.ca(1).state() == PortState::Init);  // discovered, waiting
+    CHECK(f.ca(1).lid() == 0);
+    f.run(300000);
+    CHECK(f.ca(1).state() == PortState::Active);
+    CHECK(f.ca(1).lid() == 2);
+    // Already Active (a ClientReregister, a LID change): no wait.
+    f.fabric->sm()->change_lid(1);
+    f.run(50000);
+    CHECK(f.ca(1).lid() == 4);
+    // The SM stopped during the wait configures nothing.
+    f.ca(2).connect();
+    f.run(100000);
+    f.fabric->sm()->stop();
+    f.run(500000);
+    CHECK(f.ca(2).state() == PortState::Init);
+}
+
 TEST_CASE("SM: NeighborMTU is the smaller of the link MTU and the CA's MTUCap", "[sm]") {
     auto opt = test_options(2);
     opt.sw.mtu = kMtu2048;

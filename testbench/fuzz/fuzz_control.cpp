@@ -75,7 +75,7 @@ constexpr const char *kArgs[] = {"all",  "up",      "down", "restart", "status",
                                  "100",  "1e2",     "nan",  "-0",      "50.5",   "4294967296", "0x10", "inf",
                                  "3",    "4",       "5",    "1000000", "flap",   "retrain",    "stop", "start",
                                  "rereg", "clear",  "off",  "1,2",     "2,3,",   "1,1",
-                                 "lid"};
+                                 "lid",  "pkeys",   "0x8001,0xffff", "ffff"};
 
 std::string line(Input &in) {
     std::string s;

@@ -5,13 +5,14 @@
 # link down and up (the HCA's port Down and Polling, no carrier), a 2 s
 # flap and a retrain (the port's state, carrier, LinkDowned, iperf3
 # surviving), ClientReregister (IPoIB joins again), a LID change (the peer
-# keeps the old LID until it looks again), the subnet manager gone and
-# back (IPoIB keeps its cached paths, rdma_cm's route resolution times
-# out, a new SM reregisters everyone), a partition (the RC requester's
-# retry counter runs out), loss, duplicates and reordering (RC pingpong
-# with data checks and ib_write_bw complete), delay and corruption. For
-# each kind that takes the path away, the time until ping works again is
-# a "# recovery" line. Node 1 serves.
+# keeps the old LID until it looks again), P_Key table changes (ib0
+# follows index 0 into a partition without a broadcast group and back),
+# the subnet manager gone and back (IPoIB keeps its cached paths,
+# rdma_cm's route resolution times out, a new SM reregisters everyone), a
+# partition (the RC requester's retry counter runs out), loss, duplicates
+# and reordering (RC pingpong with data checks and ib_write_bw complete),
+# delay and corruption. For each kind that takes the path away, the time
+# until ping works again is a "# recovery" line. Node 1 serves.
 me=$HCASIM_NODE
 peer=$((1 - me))
 myip=192.168.77.$((me + 1))
@@ -148,6 +149,43 @@ if [ "$me" = 0 ]; then
     check "ping with the first LID again" recovered lid-back "$(now)"
 fi
 barrier lid 300
+
+# 4c. P_Key table changes by the SM. IPoIB's parent interface takes the
+# P_Key at index 0: a second P_Key behind it changes nothing; 0x8001 at
+# index 0 moves ib0 to a partition whose broadcast group the SA does not
+# have; the default back at index 0 brings it home.
+pkey_file=/sys/class/infiniband/mlx5_0/ports/1/pkeys
+if [ "$me" = 0 ]; then
+    check "armed pkey-change:pkeys=0xffff+0x8001" hca_fault pkey-change:pkeys=0xffff+0x8001
+    pkey_at() { grep -q "$2" "$pkey_file/$1"; }
+    check "P_Key 0x8001 at index 1" retry 20 pkey_at 1 0x8001
+    check "ib0 keeps P_Key 0xffff" grep -q 0xffff /sys/class/net/ib0/pkey
+    check "ping with a second P_Key in the table" ping -c 2 -W 2 "$peerip"
+    mark=$(dmesg | wc -l)
+    bad_pkey() { fabric_ctl stats | sed -n 's/^drop bad-pkey=//p'; }
+    drops0=$(bad_pkey)
+    check "armed pkey-change:pkeys=0x8001+0xffff" hca_fault pkey-change:pkeys=0x8001+0xffff
+    ib0_pkey() { grep -q "$1" /sys/class/net/ib0/pkey; }
+    check "ib0 takes index 0's P_Key 0x8001 (IPoIB's heavy flush)" retry 30 ib0_pkey 0x8001
+    check "no carrier in partition 0x8001" retry 30 no_carrier
+    # Its broadcast join cannot succeed: either the MAD carries P_Key
+    # 0x8001 and the SA's port, outside that partition, drops it (the join
+    # times out, which IPoIB logs only at debug level), or the SA answers
+    # that there is no such group ("multicast join failed").
+    join_refused() {
+        [ "$(bad_pkey)" -gt "${drops0:-0}" ] ||
+            dmesg | tail -n +$((mark + 1)) | grep -q 'multicast join failed for ff12:401b:8001:'
+    }
+    check "IPoIB's join in partition 0x8001 goes unanswered or is refused" retry 60 join_refused
+    echo "# fabric: bad-pkey drops ${drops0:-0} -> $(bad_pkey); $(dmesg | tail -n +$((mark + 1)) |
+        grep -c 'multicast join failed') 'multicast join failed' lines"
+    t0=$(now)
+    check "armed pkey-change:pkeys=0xffff" hca_fault pkey-change:pkeys=0xffff
+    check "ib0 back on P_Key 0xffff" retry 30 ib0_pkey 0xffff
+    check "ib0 carrier again" retry 60 carrier
+    check "ping on the default partition again" recovered pkey-back "$t0"
+fi
+barrier pkey 300
 
 # 5. The subnet manager gone and back.
 if [ "$me" = 0 ]; then

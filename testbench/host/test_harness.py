@@ -160,6 +160,7 @@ class LinkFaultTest(RelayBase):
             ("partition:with=0+2", ["partition 2 1,3"]),
             ("client-rereg", ["sm rereg 2"]),
             ("lid-change", ["sm lid 2"]),
+            ("pkey-change:pkeys=0x8001+0xffff", ["sm pkeys 2 0x8001,0xffff"]),
             ("sm-down", ["sm stop"]),
             ("link-clear", ["drop 2 0", "corrupt 2 0", "delay 2 0", "duplicate 2 0", "reorder 2 0", "link 2 up",
                             "partition clear"]),
@@ -172,7 +173,7 @@ class LinkFaultTest(RelayBase):
 
     def test_bad_link_specs_send_nothing(self):
         for spec in ("drop", "drop:pct=5,color=red", "drop:pct=5;ports", "partition:with=1", "partition:with=x",
-                     "delay:us=", "link-down:ms=5"):
+                     "delay:us=", "link-down:ms=5", "pkey-change", "pkey-change:pkeys=0x80;01"):
             reply = self.ask(f"harness fault node1 {spec}")
             self.assertTrue(reply.startswith("error"), (spec, reply))
         self.assertEqual(self.fabric.lines, [])

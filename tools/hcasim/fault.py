@@ -47,6 +47,8 @@ LINK_KINDS = {
     "lid-change": ({}, "sm lid {port}",
                    "the SM gives the port its other LID (switch port + 1, or that + the number of ports): the old "
                    "LID is no longer routed"),
+    "pkey-change": ({"pkeys": None}, "sm pkeys {port} {pkeys}",
+                    "the SM sets the port's P_Key table: pkeys=0x8001+0xffff in index order (IPoIB's ib0 takes index 0)"),
     "sm-down": ({}, "sm stop", "the subnet manager is gone (fabric-wide): no sweeps, no SA answers, ports stay up"),
     "sm-up": ({}, "sm start", "a subnet manager again (fabric-wide): it sweeps, every port reregisters"),
     "drop": ({"pct": None, "scope": "all"}, "drop {port} {pct} {scope}",
@@ -102,6 +104,8 @@ def fabric_lines(node, spec):
         if not all(p.isdigit() for p in peers) or str(node) in peers:
             raise ValueError(f"partition: with= names other nodes, e.g. with=1 or with=1+2")
         args["with"] = ",".join(str(int(p) + 1) for p in peers)
+    if "pkeys" in args:
+        args["pkeys"] = args["pkeys"].replace("+", ",")
     return [template.format(port=port, **args)]
 
 
