@@ -511,7 +511,14 @@ class Inspect(unittest.TestCase):
             sock = Path(d) / "node0.qmp"
             srv = FakeQmp(sock)
             srv.start()
-            (run / "node0" / "qmp-socket").write_text(f"{sock}\n")
+            # What a guest can write (the shared run tree) names nothing;
+            # only the host-only side does.
+            (run / "node0" / "qmp-socket").write_text("/nonexistent/planted.qmp\n")
+            rc, _, err = hcasim("inspect", "0", "--run", run)
+            self.assertEqual(rc, 1)
+            self.assertIn("not running", err)
+            (Path(d) / "20990101-000000-run.host").mkdir()
+            (Path(d) / "20990101-000000-run.host" / "node0.qmp-socket").write_text(f"{sock}\n")
             rc, out, err = hcasim("inspect", "0", "--run", run)
             self.assertEqual(rc, 0, err)
             self.assertIn("trace-filter=all", out)

@@ -13,14 +13,15 @@ fault armed, fired and cleared.
 
 A link fault (LINK_KINDS: the node's link, the subnet manager, loss and
 partitions on the fabric) becomes a command on the fabric's control
-socket for the node's switch port (node N is on port N+1); the fabric log
+socket for the node's switch port (node N is on port N+1; <run>.host/
+fabric-control names the socket); the fabric log
 records it and `ports`/`stats` show its counters.
 """
 import subprocess
 import sys
 from pathlib import Path
 
-from hcasim import inspect_hca
+from hcasim import inspect_hca, rundir
 from hcasim.fabric_ctl import fabric_command
 from hcasim.common import BUILD, die
 
@@ -124,9 +125,9 @@ def fabric_fault(node, spec, send):
 
 
 def fabric_socket(run_dir):
-    """The fabric control socket of a running run (vm.py records it), or
-    None."""
-    f = Path(run_dir) / "fabric-control"
+    """The fabric control socket of a running run (vm.py records it on the
+    run's host-only side), or None."""
+    f = rundir.host_side(run_dir) / "fabric-control"
     p = Path(f.read_text().strip()) if f.is_file() else None
     return p if p and p.exists() else None
 
@@ -191,7 +192,8 @@ def main(a):
     if link_kind(command):
         ctl = fabric_socket(run_dir)
         if not ctl:
-            die(f"{run_dir}: no running fabric (no live socket named by {run_dir}/fabric-control)")
+            die(f"{run_dir}: no running fabric (no live socket named by "
+                f"{rundir.host_side(run_dir) / 'fabric-control'})")
         ok, text = fabric_fault(node, command, lambda line: fabric_command(ctl, line))
         if not ok:
             die(f"node{node}: {text}")

@@ -5,8 +5,9 @@ QMP from the mlx5-hca device's QOM properties (docs/TRACING.md):
                  outstanding WQEs), SRQs, mkeys, port, counters
   trace-filter   read/write: trace categories and scope (qpn=, cqn=)
 
-vm.py writes the QMP socket's path to <run>/node<i>/qmp-socket when it
-starts the node; the socket itself lives while QEMU runs.
+vm.py writes the QMP socket's path to <run>.host/node<i>.qmp-socket (the
+host-only side of the run, which no guest can rewrite) when it starts the
+node; the socket itself lives while QEMU runs.
 """
 import json
 import socket
@@ -14,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from hcasim import rundir
 from hcasim.common import RUNS, die
 
 DEVICE_PATH = "/machine/peripheral/hca0"  # -device mlx5-hca,id=hca0 (vm.py)
@@ -72,9 +74,9 @@ class Qmp:
         self.close()
 
 
-def socket_of(node_dir):
-    """The QMP socket path recorded for a node directory, if it exists."""
-    f = Path(node_dir) / "qmp-socket"
+def socket_of(run_dir, node):
+    """The QMP socket path recorded for node of run_dir, if it exists."""
+    f = rundir.host_side(run_dir) / f"node{node}.qmp-socket"
     if not f.is_file():
         return None
     p = Path(f.read_text().strip())
@@ -85,11 +87,11 @@ def live_runs(node):
     """[(run dir, socket)] of the runs whose node<NODE> is running, newest
     first."""
     name = f"node{node}"
-    runs = sorted((d for d in RUNS.iterdir() if d.is_dir()), key=lambda d: d.name, reverse=True) \
-        if RUNS.is_dir() else []
+    runs = sorted((d for d in RUNS.iterdir() if d.is_dir() and not d.name.endswith(".host")),
+                  key=lambda d: d.name, reverse=True) if RUNS.is_dir() else []
     out = []
     for d in runs:
-        sock = socket_of(d / name)
+        sock = socket_of(d, node)
         if sock:
             out.append((d, sock))
     return out
@@ -104,14 +106,14 @@ def find_run(node, run=None, write=False):
         d = Path(run)
         if not d.is_dir():
             die(f"{d}: no such run directory")
-        sock = socket_of(d / name)
+        sock = socket_of(d, node)
         if not sock:
-            die(f"{d / name}: not running (no live QMP socket; {d / name / 'qmp-socket'} names "
-                f"the socket while QEMU runs)")
+            die(f"{d / name}: not running (no live QMP socket; {rundir.host_side(d) / (name + '.qmp-socket')} "
+                f"names the socket while QEMU runs)")
         return d, sock
     live = live_runs(node)
     if not live:
-        die(f"no running {name}: no run in {RUNS} has a live {name}/qmp-socket (start one with ./hcasim run or "
+        die(f"no running {name}: no run in {RUNS} has a live {name}.qmp-socket (start one with ./hcasim run or "
             f"boot)")
     if write and len(live) > 1:
         die(f"{len(live)} runs have a running {name} ({', '.join(d.name for d, _ in live)}): say which with --run "

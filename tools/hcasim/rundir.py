@@ -11,6 +11,7 @@ what that entry points to.
 """
 import os
 import stat
+from pathlib import Path
 
 
 class Refused(OSError):
@@ -113,3 +114,14 @@ def remove(dir_fd, name):
         os.unlink(name, dir_fd=dir_fd)
     except OSError:
         pass
+
+
+def host_side(run_dir, create=False):
+    """<run>.host: the run's host-only directory, next to the run directory
+    the guests share. What the host's own tools trust (where the QMP and
+    fabric control sockets are) lives there, never in the shared tree a
+    guest can rewrite."""
+    d = Path(run_dir).with_name(Path(run_dir).name + ".host")
+    if create:
+        d.mkdir(exist_ok=True)
+    return d

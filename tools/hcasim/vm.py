@@ -98,7 +98,8 @@ class Cluster:
             (self.run_dir / "fabric-cmdline.txt").write_text(" ".join(str(c) for c in cmd) + "\n")
             if self.opts.fabric:
                 # Where its control socket listens (./hcasim fault NODE LINK-KIND).
-                (self.run_dir / "fabric-control").write_text(f"{self.control_socket()}\n")
+                (rundir.host_side(self.run_dir, create=True) / "fabric-control").write_text(
+                    f"{self.control_socket()}\n")
         self.fabric_starts += 1
         self.fabric = subprocess.Popen([str(c) for c in cmd], stdout=self.fabric_log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
@@ -174,8 +175,10 @@ class Cluster:
     def start_vm(self, i, mode, console_stdio=False):
         cmd = self.qemu_cmd(i, mode, console_stdio)
         (self.run_dir / f"node{i}" / "qemu-cmdline.txt").write_text(" ".join(cmd) + "\n")
-        # Where the node's QMP monitor listens while it runs (./hcasim inspect).
-        (self.run_dir / f"node{i}" / "qmp-socket").write_text(f"{self.sock_dir / f'node{i}.qmp'}\n")
+        # Where the node's QMP monitor listens while it runs (./hcasim
+        # inspect, fault): host-side, where no guest can redirect it.
+        (rundir.host_side(self.run_dir, create=True) / f"node{i}.qmp-socket").write_text(
+            f"{self.sock_dir / f'node{i}.qmp'}\n")
         if console_stdio:
             p = subprocess.Popen(cmd)
         else:
@@ -368,8 +371,7 @@ def make_canary(run_dir):
     record of it (<run>.host/canary, canary.stat): 15-harness plants links
     to it and its host check verifies nothing read or changed it.  The
     guests learn its path from host-paths.txt, never its contents."""
-    host_dir = run_dir.with_name(run_dir.name + ".host")
-    host_dir.mkdir()
+    host_dir = rundir.host_side(run_dir, create=True)
     canary = host_dir / "canary"
     canary.write_text(f"hcasim canary {secrets.token_hex(16)}\n")
     st = canary.stat()
