@@ -1,4 +1,4 @@
-# hcasim-test: nodes=2 timeout=900
+# hcasim-test: nodes=2 timeout=900 ci=0
 # Link faults between two VMs (docs/FAULTS.md, "Link kinds"), armed by
 # node 0 on its own switch port with hca_fault (the fabric's control
 # socket through the run's relay), under IPoIB iperf3 and RC traffic:
