@@ -171,6 +171,8 @@ barrier rejoined 120
 ip neigh flush dev ib0
 l=$(ping_loss -c 10 -i 0.2 -W 3 "$peerip")
 check "ping after the SM restart (ARP over the rejoined group): 0 % loss" test "$l" = 0
+# Failed once in a full run (2026-12-02) with the ping output lost: keep it.
+[ "$l" = 0 ] || sed 's/^/# /' /tmp/ping.txt
 check_dmesg_clean "clean dmesg at the end"
 barrier done 120
 finish
