@@ -75,17 +75,31 @@ bool port_list(const IbSwitch &sw, const std::string &arg, std::vector<uint8_t> 
     return true;
 }
 
+// The items of a comma-separated list ("1,3,4"; "" is one empty item):
+// at most max + 1, so that a caller can tell a list that is too long.
+std::vector<std::string> comma_items(const std::string &arg, size_t max) {
+    std::vector<std::string> items;
+    size_t b = 0;
+    while (b <= arg.size() && items.size() <= max) {
+        const size_t e = std::min(arg.find(',', b), arg.size());
+        items.push_back(arg.substr(b, e - b));
+        b = e + 1;
+    }
+    return items;
+}
+
 // The ports a side of a partition names: "1,3,4" or one port.
 bool port_set(const IbSwitch &sw, const std::string &arg, std::vector<uint8_t> &out) {
-    size_t b = 0;
-    while (b <= arg.size()) {
-        const size_t e = std::min(arg.find(',', b), arg.size());
+    const auto items = comma_items(arg, 255);
+    if (items.size() > 255) {
+        return false;
+    }
+    for (const std::string &item : items) {
         uint32_t n = 0;
-        if (!parse_u32(arg.substr(b, e - b), n) || n < 1 || n > sw.num_ports()) {
+        if (!parse_u32(item, n) || n < 1 || n > sw.num_ports()) {
             return false;
         }
         out.push_back(static_cast<uint8_t>(n));
-        b = e + 1;
     }
     return !out.empty();
 }
@@ -257,11 +271,12 @@ std::string ControlCommands::pkeys(const std::vector<std::string> &w) {
     if (!parse_u32(w[2], port) || port < 1 || port > fabric_->sw().num_ports()) {
         return bad_port(fabric_->sw(), w[2]);
     }
+    const auto items = comma_items(w[3], 32);
+    if (items.size() > 32) {
+        return "error at most 32 P_Keys (one block)\n";
+    }
     std::vector<uint16_t> keys;
-    size_t b = 0;
-    while (b <= w[3].size() && keys.size() <= 32) {
-        const size_t e = std::min(w[3].find(',', b), w[3].size());
-        const std::string k = w[3].substr(b, e - b);
+    for (const std::string &k : items) {
         uint32_t v = 0;
         const char *first = k.data() + (k.starts_with("0x") ? 2 : 0);
         auto [p, ec] = std::from_chars(first, k.data() + k.size(), v, 16);
@@ -269,10 +284,6 @@ std::string ControlCommands::pkeys(const std::vector<std::string> &w) {
             return fmt::format("error bad P_Key '{}' (hex, e.g. 0xffff,0x8001)\n", k);
         }
         keys.push_back(static_cast<uint16_t>(v));
-        b = e + 1;
-    }
-    if (keys.size() > 32) {
-        return "error at most 32 P_Keys (one block)\n";
     }
     if (!sm->set_pkeys(static_cast<uint8_t>(port), std::move(keys))) {
         return fmt::format("error port {}: no Active CA port there (or the SM is stopped)\n", port);
