@@ -89,6 +89,7 @@ void Device::reset() {
         trace(kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
     }
     fatal_ = false;
+    off_bus_until_ = -1;
     drop_objects();
     scheduled_ = false;  // the host drops its pending bottom half with the reset
     iseg.reset();
@@ -196,6 +197,36 @@ void Device::fail_firmware(uint8_t synd, std::string_view reason) noexcept {
     }
 }
 
+void Device::leave_bus(int64_t back_ns) noexcept {
+    off_bus_until_ = back_ns < 0 ? INT64_MAX : now() + back_ns;
+    fatal_ = true;
+    try {
+        doorbells_.clear();
+        rx_.clear();
+        timers_.clear();
+        sync_timer();
+        host_.port_tx_drop();
+        tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(),
+                     "off the bus (surprise removal): reads return all ones, {}",
+                     back_ns < 0 ? "until a reset" : fmt::format("a new function in {} ms", back_ns / 1'000'000));
+        tracer_.flush();
+    } catch (...) {
+        // Stopped all the same.
+    }
+}
+
+bool Device::off_bus() {
+    if (off_bus_until_ < 0) [[likely]] {
+        return false;
+    }
+    if (now() < off_bus_until_) {
+        return true;
+    }
+    trace(kTrIseg, "a new function in the slot: power-on state");
+    reset();
+    return false;
+}
+
 bool Device::guest_error_budget() {
     // At most 100 lines per second of device time.
     const int64_t t = now();
@@ -210,6 +241,10 @@ bool Device::guest_error_budget() {
 }
 
 void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
+    if (off_bus()) {
+        std::memset(data, 0xff, size);  // a read nobody completes: all ones
+        return;
+    }
     if (offset < InitSeg::kSize) {
         iseg.read(static_cast<uint32_t>(offset), data, size);
         return;
@@ -219,6 +254,9 @@ void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
 }
 
 void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
+    if (off_bus()) {
+        return;
+    }
     if (fatal_) {
         // Dead firmware: doorbells and commands are ignored until a reset,
         // which the driver can ask for through nic_interface (InitSeg).

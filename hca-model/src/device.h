@@ -85,6 +85,11 @@ class Device {
     // The same death with a chosen health syndrome (a fault, fault/faults.h).
     void fail_firmware(uint8_t synd, std::string_view reason) noexcept;
     bool fatal() const { return fatal_; }
+    // A surprise removal (fault pci-gone): the function is off the bus,
+    // everything stops as in fail_firmware() and MMIO reads return all
+    // ones; after back_ns (never if negative) the next MMIO access finds a
+    // new function in the slot, in its power-on state (a reset).
+    void leave_bus(int64_t back_ns) noexcept;
 
     // The port's link to the fabric (frames of iba/link.h).
     void port_rx(unsigned port, const uint8_t *frame, size_t len);
@@ -153,6 +158,7 @@ class Device {
 
   private:
     bool guest_error_budget();
+    bool off_bus();  // leave_bus() in effect? Comes back when its time is up.
     void sync_timer();
     void uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsigned size);
 
@@ -166,6 +172,7 @@ class Device {
     uint32_t guest_errors_in_window_ = 0;
     bool scheduled_ = false;
     bool fatal_ = false;
+    int64_t off_bus_until_ = -1;  // leave_bus(): -1 on the bus
     uint32_t run_packets_ = 0;
     uint64_t run_bytes_ = 0;
     uint32_t run_wqes_ = 0;

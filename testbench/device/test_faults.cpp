@@ -212,13 +212,23 @@ TEST_CASE("error-cqe: the QP's next send completes in error with the syndrome; t
     CHECK(s.b.dev.qps.find(other.qpn)->state == hca::QpState::Rts);
 }
 
-TEST_CASE("wqe-dma-error: the fetch fails, the QP goes to error", "[fault][dp]") {
+TEST_CASE("wqe-dma-error: the fetch fails, the QP goes to error with a catastrophic event", "[fault][dp]") {
     Setup s;
     auto a = s.ud(0x11);
+    auto aeq = s.d.create_eq(4, 1, {1ull << hca::kEventWqCatastrophic, 0, 0, 0}, s.uar);
     const uint64_t buf = s.b.host.alloc(64, 64);
     REQUIRE(s.arm(fmt::format("wqe-dma-error:qpn={}", a.qpn)).starts_with("ok"));
     s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
     CHECK(s.b.dev.qps.find(a.qpn)->state == hca::QpState::Err);
+    auto e = s.d.next_eqe(aeq);
+    REQUIRE(e);
+    CHECK((*e)[1] == hca::kEventWqCatastrophic);
+    CHECK((hca::load_be32(e->data() + 0x38) & 0xffffff) == a.qpn);
+    // The WR it could not read is flushed, not completed.
+    auto c = s.d.next_cqe(s.scq);
+    REQUIRE(c);
+    CHECK(cqe_opcode(*c) == hca::kCqeReqErr);
+    CHECK((*c)[0x37] == hca::kSyndWrFlush);
 }
 
 TEST_CASE("lost-cqe, lost-eqe, lost-msix: the driver is not told", "[fault][dp]") {
@@ -240,11 +250,21 @@ TEST_CASE("lost-cqe, lost-eqe, lost-msix: the driver is not told", "[fault][dp]"
     s.d.eq_doorbell(s.ceq, true);
     s.b.pump();
     s.d.cq_arm(s.scq);
+    // Scoped to another CQ, it spares this one's EQE.
+    REQUIRE(s.arm(fmt::format("lost-eqe:event=comp,cqn={}", s.rcq.cqn)).starts_with("ok"));
+    s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
+    REQUIRE(s.d.next_cqe(s.scq));
+    REQUIRE(s.d.next_eqe(s.ceq));
+    CHECK(s.b.host.msix[3] == irqs + 2);
+    REQUIRE(s.b.dev.faults.command("clear").starts_with("ok"));
+    s.d.eq_doorbell(s.ceq, true);
+    s.b.pump();
+    s.d.cq_arm(s.scq);
     REQUIRE(s.arm(fmt::format("lost-eqe:eqn={}", s.ceq.eqn)).starts_with("ok"));
     s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
     REQUIRE(s.d.next_cqe(s.scq));
     CHECK(!s.d.next_eqe(s.ceq));
-    CHECK(s.b.host.msix[3] == irqs + 1);
+    CHECK(s.b.host.msix[3] == irqs + 2);
 
     // lost-msix: the EQE is there, the interrupt is not, and the EQ is
     // disarmed as if it had been sent.
@@ -253,7 +273,7 @@ TEST_CASE("lost-cqe, lost-eqe, lost-msix: the driver is not told", "[fault][dp]"
     s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
     REQUIRE(s.d.next_cqe(s.scq));
     CHECK(s.d.next_eqe(s.ceq));
-    CHECK(s.b.host.msix[3] == irqs + 1);
+    CHECK(s.b.host.msix[3] == irqs + 2);
     CHECK(!s.b.dev.eqs.find(s.ceq.eqn)->armed);
 }
 
@@ -336,6 +356,38 @@ TEST_CASE("health-fatal: the driver's software reset request resets the firmware
     // Without a syndrome the same write is only a nic_interface change.
     s.d.iseg_write32(hca::InitSeg::kCmdqAddrLSz, (l & 0xfffff000u) | 7u << 8);
     CHECK((s.d.iseg_read32(hca::InitSeg::kCmdqAddrLSz) >> 8 & 7) == hca::InitSeg::kNicSwReset);
+}
+
+TEST_CASE("pci-gone: off the bus, reads all ones, nothing moves; a new function in the slot ms later",
+          "[fault][pci]") {
+    Setup s;
+    auto a = s.ud(0x11);
+    const uint64_t buf = s.b.host.alloc(64, 64);
+    const unsigned irqs = s.b.host.msix[3];
+    const unsigned drops = s.b.host.tx_drops;
+    REQUIRE(s.arm("pci-gone:ms=500").starts_with("ok"));
+    CHECK(s.b.host.tx_drops == drops + 1);  // what was queued for the link goes with it
+    CHECK(s.d.iseg_read32(hca::InitSeg::kHealthCounter) == 0xffffffffu);  // sensor_pci_not_working()
+    CHECK(s.d.iseg_read32(0) == 0xffffffffu);
+    s.d.cq_arm(s.scq);
+    s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});  // a doorbell nobody hears
+    CHECK(!s.d.next_cqe(s.scq));
+    CHECK(s.b.host.msix[3] == irqs);
+    CHECK(!s.d.exec(Driver::inbox(hca::kOpNop, 0, 16), 16).completed);
+    s.b.advance(499'000'000);
+    CHECK(s.d.iseg_read32(0) == 0xffffffffu);
+    s.b.advance(1'000'000);
+    // The next access finds a new function: power-on state, nothing of the old one.
+    CHECK(s.d.iseg_read32(0) != 0xffffffffu);
+    CHECK(!s.b.dev.fatal());
+    CHECK(s.b.dev.qps.info().find("QPs: 0") != std::string::npos);
+    CHECK(s.d.iseg_read32(hca::InitSeg::kHealthSynd) == 0);
+
+    REQUIRE(s.arm("pci-gone").starts_with("ok"));  // without ms=: until a reset
+    s.b.advance(3'600'000'000'000);
+    CHECK(s.d.iseg_read32(0) == 0xffffffffu);
+    s.b.dev.reset();
+    CHECK(s.d.iseg_read32(0) != 0xffffffffu);
 }
 
 TEST_CASE("health-fatal after= waits, and a reset before its time drops it", "[fault][health]") {

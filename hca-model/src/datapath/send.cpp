@@ -269,7 +269,11 @@ void QpTable::process_sq(Qp &qp) {
             fetched = Fetch::NotReadable;
         }
         if (fetched == Fetch::NotReadable) {
+            // The HCA cannot read the WQE, so it cannot complete it: a local
+            // work queue catastrophic error (IBA 11.6.3.1) tells the QP's
+            // owner; its WRs are flushed.
             to_error(qp, "WQE not readable");
+            dev_.eqs.post_event(kEventWqCatastrophic, 0, EqeData::qp(qp.qpn));
             return;
         }
         if (fetched == Fetch::BadSize) {

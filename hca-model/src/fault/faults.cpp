@@ -26,8 +26,9 @@ constexpr FaultInfo kInfo[] = {
     {FaultKind::WqeDmaError, "wqe-dma-error", false, "qpn=",
      "fetching a send WQE fails as a DMA error does; the QP goes to error"},
     {FaultKind::LostCqe, "lost-cqe", false, "cqn=", "a CQE is not written (its WQE is done)"},
-    {FaultKind::LostEqe, "lost-eqe", false, "eqn= event=",
-     "an EQE is not written (event=: its type, e.g. comp, cmd, page-request, port-change)"},
+    {FaultKind::LostEqe, "lost-eqe", false, "eqn= event= cqn=",
+     "an EQE is not written (event=: its type, e.g. comp, cmd, page-request, port-change; cqn=: a "
+     "completion EQE of that CQ)"},
     {FaultKind::LostMsix, "lost-msix", false, "eqn= event=",
      "the MSI-X message for a new EQE is not sent; the EQ is disarmed as if it had been"},
     {FaultKind::InitDelay, "init-delay", false, "ms=",
@@ -47,6 +48,10 @@ constexpr FaultInfo kInfo[] = {
     {FaultKind::PortEvent, "port-event", true, "subtype=",
      "a PORT_CHANGE EQE: down, active, initialized, lid, pkey, guid, client-rereg (the port itself "
      "does not change: the driver reacts to the event)"},
+    {FaultKind::PciGone, "pci-gone", true, "ms=",
+     "the function falls off the bus (a surprise removal): MMIO reads return all ones, writes, DMA, "
+     "interrupts and packets stop; ms later a new function is in the slot (power-on state); without "
+     "ms= until a reset"},
 };
 static_assert(std::size(kInfo) == static_cast<size_t>(FaultKind::Count));
 
@@ -549,6 +554,10 @@ void FaultTable::act(uint32_t id) {
         dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cqn, static_cast<uint8_t>(f.syndrome)));
         return;
     }
+    case FaultKind::PciGone:
+        fired(f, f.ms ? fmt::format("off the bus, a new function in {} ms", f.ms) : "off the bus until a reset");
+        dev_.leave_bus(f.ms ? f.ms * 1'000'000 : -1);
+        return;
     case FaultKind::PortEvent:
         fired(f, fmt::format("port event subtype={}", f.subtype));
         dev_.port(1).event(f.subtype);

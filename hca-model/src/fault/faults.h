@@ -35,7 +35,7 @@ enum class FaultKind : uint8_t {
     ErrorCqe,     // a send WQE completes with an error CQE of syndrome=; the QP goes to error
     WqeDmaError,  // fetching a send WQE fails as a DMA error would; the QP goes to error
     LostCqe,      // a CQE is not written
-    LostEqe,      // an EQE is not written (scope eqn= and/or event=, the EQE type)
+    LostEqe,      // an EQE is not written (scope eqn=, event= the EQE type, cqn= a completion EQE's CQ)
     LostMsix,     // an EQ's interrupt for a new EQE is not sent (the EQ is disarmed as if it had been)
     InitDelay,    // after a reset the device stays "initializing" for ms=
     // Events.
@@ -46,6 +46,7 @@ enum class FaultKind : uint8_t {
     SrqEvent,     // SRQ limit or catastrophic error on srqn=
     CqError,      // a CQ error (syndrome= overrun or access) on cqn=: the CQ stops
     PortEvent,    // PORT_CHANGE EQE subtype= (lid, pkey, guid, client-rereg, ...)
+    PciGone,      // the function falls off the bus (surprise removal); a new one ms= later
     Count
 };
 

@@ -218,7 +218,8 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
                          eq->pi & 0xffffff, eq->ci, type);
         return false;
     }
-    if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.eqn = eqn, .event = type})) {
+    const int64_t cqn = type == kEventComp ? int64_t{data.comp.cqn.get() & 0xffffff} : -1;
+    if (const Fault *f = dev_.faults.hit(FaultKind::LostEqe, {.cqn = cqn, .eqn = eqn, .event = type})) {
         dev_.faults.fired(*f, fmt::format("eqn={} EQE type=0x{:x} sub_type=0x{:x} not written", eqn, type, sub_type));
         return true;
     }
