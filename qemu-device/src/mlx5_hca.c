@@ -55,6 +55,8 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 #define MLX5_HCA_BAR0 0
 #define MLX5_HCA_MSIX_BAR 2
 #define MLX5_HCA_PCIE_CAP_OFFSET 0x60
+/* Advanced Error Reporting, the first extended capability. */
+#define MLX5_HCA_AER_OFFSET 0x100
 #define MLX5_HCA_LINK_RETRY_MS 1000
 
 /* The cable to the fabric's switch port: a byte pipe. */
@@ -411,8 +413,19 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         goto fail;
     }
     mlx5_hca_init_link(pdev);
+    /* Device Control's error reporting enables are the OS's to set. */
+    pcie_cap_deverr_init(pdev);
     /* Function Level Reset (DEVCAP.FLR; DEVCTL.BCR_FLR -> device reset). */
     pcie_cap_flr_init(pdev);
+    /*
+     * AER, as a ConnectX-5 has: errors injected with the monitor's
+     * pcie_aer_inject_error reach the guest's AER driver and mlx5_core's
+     * pci_error_handlers (docs/FAULTS.md).
+     */
+    if (pcie_aer_init(pdev, PCI_ERR_VER, MLX5_HCA_AER_OFFSET,
+                      PCI_ERR_SIZEOF, errp) < 0) {
+        goto fail;
+    }
 
     if (msix_init_exclusive_bar(pdev, HCA_MODEL_MSIX_VECTORS,
                                 MLX5_HCA_MSIX_BAR, errp)) {
@@ -431,6 +444,7 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
     return;
 
 fail:
+    pcie_aer_exit(pdev);
     timer_free(s->timer);
     qemu_bh_delete(s->bh);
     hca_model_free(s->model);
@@ -448,6 +462,7 @@ static void mlx5_hca_exit(PCIDevice *pdev)
     }
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
+    pcie_aer_exit(pdev);
     timer_free(s->timer);
     qemu_bh_delete(s->bh);
     hca_model_free(s->model);
@@ -459,6 +474,7 @@ static void mlx5_hca_write_config(PCIDevice *pdev, uint32_t addr,
 {
     pci_default_write_config(pdev, addr, val, len);
     pcie_cap_flr_write_config(pdev, addr, val, len);
+    pcie_aer_write_config(pdev, addr, val, len);
 }
 
 /*
@@ -475,6 +491,7 @@ static void mlx5_hca_reset(DeviceState *dev)
                             PCI_EXP_DEVCTL) & PCI_EXP_DEVCTL_BCR_FLR;
 
     trace_mlx5_hca_reset(flr);
+    pcie_cap_deverr_reset(pdev);
     qemu_bh_cancel(s->bh);
     timer_del(s->timer);
     hca_model_reset(s->model);

@@ -4,7 +4,9 @@ in the shared run directory — symlinks to host files, fifos, huge files, a
 directory swapped for a link.  Real host symlinks and fifos here, i.e. what
 a guest could make with 9p security_model=none; the relay must not rely on
 the 9p model."""
+import json
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -12,7 +14,7 @@ import time
 import unittest
 from pathlib import Path
 
-from hcasim import rundir, vm
+from hcasim import pci_fault, rundir, vm
 
 
 class FakeFabric(threading.Thread):
@@ -177,6 +179,104 @@ class LinkFaultTest(RelayBase):
             reply = self.ask(f"harness fault node1 {spec}")
             self.assertTrue(reply.startswith("error"), (spec, reply))
         self.assertEqual(self.fabric.lines, [])
+
+
+class FakeQmp(threading.Thread):
+    """A QMP monitor on a unix socket: greets, records each command, answers
+    from `answers` (command -> return value, or an exception: an error)."""
+
+    def __init__(self, path, answers):
+        super().__init__(daemon=True)
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(str(path))
+        self.srv.listen(4)
+        self.srv.settimeout(0.2)
+        self.answers = answers
+        self.commands = []
+        self.stopping = False
+
+    def run(self):
+        while not self.stopping:
+            try:
+                c, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            with c, c.makefile("rwb") as f:
+                f.write(b'{"QMP": {"version": {}}}\n')
+                f.flush()
+                for line in f:
+                    msg = json.loads(line)
+                    self.commands.append(msg)
+                    r = self.answers.get(msg["execute"], {})
+                    out = {"error": {"desc": str(r)}} if isinstance(r, Exception) else {"return": r}
+                    f.write(json.dumps(out).encode() + b"\n")
+                    f.flush()
+
+
+class PciFaultTest(unittest.TestCase):
+    """pci-unplug / pci-replug: QMP device_del / device_add with the options
+    recorded on the run's host side, typed as QMP wants them."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="hcasim-pci-"))
+        self.run_dir = self.tmp / "run"
+        (self.run_dir / "node0").mkdir(parents=True)
+        self.sock = self.tmp / "qmp.sock"
+        pci_fault.record_device(self.run_dir, 0, "mlx5-hca,id=hca0,bus=rp0,node-guid=1234,"
+                                f"trace={self.run_dir}/node0/hca.trace,trace-filter=cmd,,eq,fault=lost-eqe:eqn=1,,count=2")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def qmp(self, answers):
+        q = FakeQmp(self.sock, answers)
+        q.start()
+        self.addCleanup(setattr, q, "stopping", True)
+        return q
+
+    def test_options_parse_as_qemu_does(self):
+        a = pci_fault.replug_args(self.run_dir, 0)
+        self.assertEqual(a, {"driver": "mlx5-hca", "id": "hca0", "bus": "rp0", "node-guid": 1234,
+                             "trace": f"{self.run_dir}/node0/hca.trace", "trace-filter": "cmd,eq"})
+
+    def test_unplug_then_replug(self):
+        q = self.qmp({"qom-list": [{"name": "rp0"}]})
+        ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-unplug")
+        self.assertTrue(ok, text)
+        (self.run_dir / "node0" / "hca.trace").write_text("old\n")
+        ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-replug")
+        self.assertTrue(ok, text)
+        cmds = [c for c in q.commands if c["execute"] != "qmp_capabilities"]
+        self.assertEqual(cmds[0], {"execute": "device_del", "arguments": {"id": "hca0"}})
+        self.assertEqual(cmds[-1]["execute"], "device_add")
+        self.assertEqual(cmds[-1]["arguments"]["node-guid"], 1234)
+        self.assertNotIn("fault", cmds[-1]["arguments"])
+        self.assertEqual((self.run_dir / "node0" / "hca-unplugged-1.trace").read_text(), "old\n")
+
+    def test_replug_is_refused_while_the_device_is_in_its_slot(self):
+        q = self.qmp({"qom-list": [{"name": "rp0"}, {"name": "hca0"}]})
+        ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-replug")
+        self.assertFalse(ok)
+        self.assertIn("still in its slot", text)
+        self.assertFalse(any(c["execute"] == "device_add" for c in q.commands))
+
+    def test_aer_severities_become_monitor_commands(self):
+        q = self.qmp({"human-monitor-command": "OK id: hca0 root bus: pcie.0, bus: 1 devfn: 0.0\n"})
+        for spec, line in (("pci-aer", "pcie_aer_inject_error hca0 COMP_TIME"),
+                           ("pci-aer:severity=fatal", "pcie_aer_inject_error hca0 MALF_TLP"),
+                           ("pci-aer:severity=correctable", "pcie_aer_inject_error -c hca0 BAD_TLP")):
+            ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, spec)
+            self.assertTrue(ok, text)
+            self.assertEqual(q.commands[-1]["arguments"], {"command-line": line})
+        for bad in ("pci-aer:severity=mild", "pci-aer:fatal"):
+            self.assertFalse(pci_fault.pci_fault(self.sock, self.run_dir, 0, bad)[0], bad)
+
+    def test_arguments_and_qmp_errors_are_reported(self):
+        self.qmp({"device_del": RuntimeError("Device 'hca0' not found")})
+        self.assertEqual(pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-unplug:now=1")[0], False)
+        ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-unplug")
+        self.assertFalse(ok)
+        self.assertIn("not found", text)
 
 
 class ResultReadTest(unittest.TestCase):

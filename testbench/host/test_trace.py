@@ -86,6 +86,19 @@ class TraceParse(unittest.TestCase):
         self.assertEqual(next(tp.find_time(s, mid.t)).t, mid.t)
         self.assertEqual(tp.resolve([FIXTURE / "node1" / "hca.trace"])[0].name, "node1")
 
+    def test_unplugged_devices_come_first(self):
+        with tempfile.TemporaryDirectory() as d:
+            nd = Path(d) / "node0"
+            nd.mkdir()
+            names = ["hca-unplugged-10.trace", "hca-unplugged-2.trace", "hca-unplugged-2.trace.1", "hca.trace.1",
+                     "hca.trace"]
+            for n in names:
+                (nd / n).write_text(f"1 0.001 cmd done {n}\n")
+            src = tp.resolve([Path(d)])[0]
+            self.assertEqual([f.name for f in src.files],
+                             ["hca-unplugged-2.trace.1", "hca-unplugged-2.trace", "hca-unplugged-10.trace",
+                              "hca.trace.1", "hca.trace"])
+
 
 class TraceSummary(unittest.TestCase):
     def test_fixture(self):

@@ -11,6 +11,9 @@ and as `hca_fault` in a guest test (through the run's control relay). The
 model checks the spec; the device trace ("fault" category) records every
 fault armed, fired and cleared.
 
+A PCI fault (pci_fault.PCI_KINDS: the HCA unplugged from its slot and
+plugged in again) is QMP device_del/device_add on the node's QEMU.
+
 A link fault (LINK_KINDS: the node's link, the subnet manager, loss and
 partitions on the fabric) becomes a command on the fabric's control
 socket for the node's switch port (node N is on port N+1; <run>.host/
@@ -21,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hcasim import inspect_hca, rundir
+from hcasim import inspect_hca, pci_fault, rundir
 from hcasim.fabric_ctl import fabric_command
 from hcasim.common import BUILD, die
 
@@ -72,6 +75,7 @@ def kinds():
     for kind, (args, _, what) in LINK_KINDS.items():
         a = " ".join(f"{k}=" if v is None else f"[{k}={v}]" for k, v in args.items())
         out += f"{kind:<14} link   {a:<18} {what}\n"
+    out += "\npci kinds (QEMU's PCI Express hot-plug of the node's slot; not at boot):\n" + pci_fault.describe()
     return out
 
 
@@ -140,6 +144,8 @@ def check_specs(specs, what="--fault"):
     for s in specs:
         if ";" in s:
             die(f"{what} {s!r}: one fault at a time (';' separates them in the device property)")
+        if pci_fault.pci_kind(s) and what == "--fault":
+            die(f"--fault {s!r}: a PCI kind acts on a running VM: ./hcasim fault NODE {s}")
         if link_kind(s) and what == "--fault":
             die(f"--fault {s!r}: a link kind acts on a running fabric: ./hcasim fault NODE {s}, or hca_fault in a "
                 f"guest test (the fabric's --drop-pct/--corrupt-pct/--delay-us set loss from the start)")
@@ -183,7 +189,7 @@ def main(a):
     elif a.clear is not None:
         command = "clear" if a.clear == "all" else f"clear {a.clear}"
     elif a.spec:
-        if not link_kind(a.spec):
+        if not link_kind(a.spec) and not pci_fault.pci_kind(a.spec):
             check_specs([a.spec], what="fault")
         command = a.spec
     else:
@@ -200,7 +206,10 @@ def main(a):
         sys.stdout.write(text)
         return 0
     try:
-        ok, text = qmp_fault(sock, command)
+        if pci_fault.pci_kind(command):
+            ok, text = pci_fault.pci_fault(sock, run_dir, node, command)
+        else:
+            ok, text = qmp_fault(sock, command)
     except (OSError, inspect_hca.QmpError) as e:
         die(f"node{node}: QMP {sock}: {e}")
     if not ok:

@@ -366,11 +366,19 @@ def _track_seq(st, prev, seq):
 
 
 def _trace_files(path):
-    """hca.trace given: [hca.trace.1, hca.trace] (those that exist)."""
+    """hca.trace given: [hca.trace.1, hca.trace] (those that exist), after
+    the traces of devices unplugged before it (hca-unplugged-<k>.trace[.1],
+    pci_fault.py) when path is a node's hca.trace."""
     path = Path(path)
     base = path.with_suffix("") if path.suffix == ".1" else path
+    earlier = []
+    if base.name == "hca.trace":
+        old = [(int(m.group(1)), f) for f in base.parent.glob("hca-unplugged-*.trace")
+               if (m := re.fullmatch(r"hca-unplugged-(\d+)\.trace", f.name))]
+        for _, f in sorted(old):
+            earlier += [Path(str(f) + ".1"), f]
     rotated = Path(str(base) + ".1")
-    files = [f for f in (rotated, base) if f.is_file()]
+    files = [f for f in (*earlier, rotated, base) if f.is_file()]
     return files or [path]
 
 

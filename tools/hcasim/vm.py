@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hcasim import fault, inspect_hca, rundir
+from hcasim import fault, inspect_hca, pci_fault, rundir
 from hcasim.fabric_ctl import fabric_command
 from hcasim.build import artifacts
 from hcasim.common import ROOT, RUNS, say
@@ -179,6 +179,8 @@ class Cluster:
         # inspect, fault): host-side, where no guest can redirect it.
         (rundir.host_side(self.run_dir, create=True) / f"node{i}.qmp-socket").write_text(
             f"{self.sock_dir / f'node{i}.qmp'}\n")
+        # The HCA's options, for a re-plug (./hcasim fault NODE pci-replug).
+        pci_fault.record_device(self.run_dir, i, next(c for c in cmd if c.startswith("mlx5-hca,")))
         if console_stdio:
             p = subprocess.Popen(cmd)
         else:
@@ -342,7 +344,9 @@ class ControlRelay(threading.Thread):
         sock = self.cluster.sock_dir / f"{args[0]}.qmp"
         command = " ".join(args[1:])
         try:
-            if fault.link_kind(command):
+            if pci_fault.pci_kind(command):
+                ok, text = pci_fault.pci_fault(sock, self.cluster.run_dir, int(args[0][4:]), command)
+            elif fault.link_kind(command):
                 ok, text = fault.fabric_fault(int(args[0][4:]), command,
                                               lambda line: fabric_command(self.sock_path, line))
             else:
