@@ -253,6 +253,15 @@ class PciFaultTest(unittest.TestCase):
         self.assertNotIn("fault", cmds[-1]["arguments"])
         self.assertEqual((self.run_dir / "node0" / "hca-unplugged-1.trace").read_text(), "old\n")
 
+    def test_replugs_are_limited(self):
+        q = self.qmp({"qom-list": [{"name": "rp0"}]})
+        for k in range(1, pci_fault.MAX_REPLUGS + 1):
+            (self.run_dir / "node0" / f"hca-unplugged-{k}.trace").write_text("old\n")
+        ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-replug")
+        self.assertFalse(ok)
+        self.assertIn("at most", text)
+        self.assertFalse(any(c["execute"] == "device_add" for c in q.commands))
+
     def test_replug_is_refused_while_the_device_is_in_its_slot(self):
         q = self.qmp({"qom-list": [{"name": "rp0"}, {"name": "hca0"}]})
         ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-replug")

@@ -17,6 +17,9 @@ from hcasim import inspect_hca, rundir
 DEVICE_ID = "hca0"
 # QMP's device_add takes typed values (QEMU 7.2): these are integers.
 INT_PROPERTIES = ("node-guid", "trace-max-bytes")
+# Each re-plug keeps the old device's trace (up to its size cap): a guest
+# test asking for re-plugs in a loop must not fill the disk.
+MAX_REPLUGS = 8
 
 # pci-aer: severity -> QEMU's error name (hw/pci/pcie_aer.c; the default
 # Uncorrectable Error Severity register makes MALF_TLP fatal and
@@ -126,6 +129,8 @@ def pci_fault(sock, run_dir, node, spec):
         devices = q.execute("qom-list", path="/machine/peripheral")
         if any(d.get("name") == DEVICE_ID for d in devices or []):
             return False, f"{DEVICE_ID} is still in its slot (pci-unplug first; the guest takes ~5 s to let it go)"
+        if len(list((run_dir / f"node{node}").glob("hca-unplugged-*.trace"))) >= MAX_REPLUGS:
+            return False, f"at most {MAX_REPLUGS} re-plugs a node and run"
         moved = move_trace(args, run_dir, node)
         try:
             q.execute("device_add", **args)
