@@ -4,7 +4,10 @@
 #  - verbs-visible faults (pyverbs, fault_verbs.py): a command status, a
 #    delivery status and a delay; an error CQE on an RC QP; QP and port
 #    events to the owning context;
-#  - mlx5_core's report of the injected command status in dmesg;
+#  - work that vanishes and objects that fail (pyverbs, fault_events.py):
+#    a lost CQE, a lost completion EQE, a WQE fetch DMA error, a CQ error,
+#    the SRQ limit and an SRQ catastrophic error;
+#  - mlx5_core's report of the injected command status and the CQ error;
 #  - a firmware page request and a page reclaim (debugfs fw_pages_total);
 #  - a fatal health syndrome: the health poll's "Fatal error", the
 #    fw_fatal devlink reporter's automatic recovery through the software
@@ -22,18 +25,19 @@ check "the pyverbs fault program ran to the end" grep -q 'IBV_EVENT_CLIENT_REREG
 check "dmesg: mlx5_core reports the injected CREATE_CQ status and syndrome" \
     sh -c "dmesg | grep -q 'CREATE_CQ(0x400) op_mod(0x0) failed, status bad resource state(0x9), syndrome (0xabc123)'"
 
-# 2. The firmware asks for 64 more pages, then gives 64 back.
-pages=/sys/kernel/debug/mlx5/$dev/pages/fw_pages_total
-p0=$(cat "$pages")
-echo "# fw_pages_total before: $p0"
-check "armed page-request npages=64" hca_fault page-request:npages=64
-grown() { [ "$(cat "$pages")" -eq $((p0 + 64)) ]; }
-check "the driver gave 64 pages (fw_pages_total $p0 -> $(($p0 + 64)))" retry 30 grown
-check "armed page-request npages=-64" hca_fault page-request:npages=-64
-back() { [ "$(cat "$pages")" -eq "$p0" ]; }
-check "the driver took 64 pages back (fw_pages_total $(cat "$pages"))" retry 30 back
+# 2. Work that vanishes and objects that fail: a lost CQE, a lost
+# completion EQE, a WQE the HCA cannot read, a CQ error, SRQ events.
+python3 /hcasim/py/fault_events.py "$HCASIM_NODE" > /tmp/fault-events.txt 2>&1
+cat /tmp/fault-events.txt
+check "the pyverbs event program ran to the end" grep -q 'fault_events.py took' /tmp/fault-events.txt
+cqn=$(sed -n 's/^# cqn=\(0x[0-9a-f]*\) (cq-error)$/\1/p' /tmp/fault-events.txt)
+check "dmesg: mlx5_core reports the CQ error ('CQ error on CQN $cqn, syndrome 0x1')" \
+    sh -c "dmesg | grep -q 'CQ error on CQN $cqn, syndrome 0x1'"
 
-# 3. Firmware dies with a fatal health syndrome; the driver recovers it.
+# 3. The firmware asks for 64 more pages, then gives 64 back.
+page_roundtrip 64
+
+# 4. Firmware dies with a fatal health syndrome; the driver recovers it.
 mark=$(dmesg | wc -l)
 t0=$(uptime_s)
 check "armed health-fatal syndrome 0x8" hca_fault health-fatal:syndrome=0x8

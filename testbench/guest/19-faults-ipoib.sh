@@ -6,19 +6,7 @@
 # RTS, and traffic goes on. Then a burst of error CQEs (every 5th send for
 # 3 s) under a flood ping: each one recovered, no carrier loss, ping
 # working after it. Node 1 serves.
-me=$HCASIM_NODE
-peer=$((1 - me))
-myip=192.168.77.$((me + 1))
-peerip=192.168.77.$((peer + 1))
-
-check "modprobe mlx5_ib ib_ipoib" modprobe -a mlx5_ib ib_umad ib_uverbs ib_ipoib
-check "port ACTIVE" wait_port_active 120
-barrier active 180
-ip addr add "$myip/24" dev ib0
-ip link set ib0 up
-carrier() { [ "$(cat /sys/class/net/ib0/carrier 2> /dev/null)" = 1 ]; }
-check "ib0 carrier" retry 60 carrier
-check "ping $peerip" retry 30 ping -c 1 -W 2 "$peerip"
+ipoib_pair_start
 barrier ready 120
 
 if [ "$me" = 0 ]; then
@@ -44,7 +32,7 @@ if [ "$me" = 0 ]; then
     n=$(since | grep -c 'moved from IB_QPS_SQE to IB_QPS_RTS')
     echo "# SQE -> RTS recoveries: $n"
     check "ib_ipoib recovered the QP from SQE again ($n times)" test "$n" -ge 1
-    check "no carrier loss" carrier
+    check "no carrier loss" ipoib_carrier
     check "ping works after the burst (5 of 5)" sh -c "ping -c 5 -i 0.3 -W 2 $peerip | grep -q ' 0% packet loss'"
     check "no kernel oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
 fi

@@ -11,23 +11,7 @@
 #  3. the firmware asks for 512 more pages and then gives them back while
 #     ib_write_bw runs: traffic is unaffected, fw_pages_total follows.
 # Node 1 serves.
-me=$HCASIM_NODE
-peer=$((1 - me))
-myip=192.168.77.$((me + 1))
-peerip=192.168.77.$((peer + 1))
-dev=$(hca_pci_dev)
-
-check "modprobe mlx5_ib ib_ipoib" modprobe -a mlx5_ib ib_umad ib_uverbs ib_ipoib
-check "port ACTIVE" wait_port_active 120
-barrier active 180
-ipoib_up() {
-    ip addr add "$myip/24" dev ib0 2> /dev/null
-    ip link set ib0 up
-}
-carrier() { [ "$(cat /sys/class/net/ib0/carrier 2> /dev/null)" = 1 ]; }
-ipoib_up
-check "ib0 carrier" retry 60 carrier
-check "ping $peerip" retry 30 ping -c 1 -W 2 "$peerip"
+ipoib_pair_start
 # Two iperf3 servers: one for the run the fault breaks, one for after.
 if [ "$me" = 1 ]; then
     check "iperf3 servers on $myip" sh -c "iperf3 -s -D -B $myip -p 5201 && iperf3 -s -D -B $myip -p 5202"
@@ -56,7 +40,7 @@ if [ "$me" = 0 ]; then
     ib0_back() { [ -e /sys/class/net/ib0 ]; }
     check "ib0 re-created by the recovery" retry 60 ib0_back
     ipoib_up
-    check "ib0 carrier after the recovery" retry 60 carrier
+    check "ib0 carrier after the recovery" retry 60 ipoib_carrier
     check "ping after the recovery" retry 60 ping -c 1 -W 1 "$peerip"
     echo "# recovery health-fatal (IPoIB ping): $(since "$t0") s from arming"
     wait $ipid
@@ -117,17 +101,7 @@ rc=$?
 [ "$me" = 0 ] && check "a new ib_write_bw after the error completion (exit $rc)" test "$rc" = 0
 
 # 3. Pages asked for and given back under ib_write_bw.
-pages=/sys/kernel/debug/mlx5/$dev/pages/fw_pages_total
-page_requests() {
-    p0=$(cat "$pages")
-    echo "# fw_pages_total before: $p0"
-    check "armed page-request npages=512 under ib_write_bw" hca_fault page-request:npages=512
-    grown() { [ "$(cat "$pages")" -eq $((p0 + 512)) ]; }
-    check "the driver gave 512 pages under traffic" retry 30 grown
-    check "armed page-request npages=-512" hca_fault page-request:npages=-512
-    back() { [ "$(cat "$pages")" -eq "$p0" ]; }
-    check "the driver took them back under traffic" retry 30 back
-}
+page_requests() { page_roundtrip 512 " under ib_write_bw"; }
 perf_with wpages page_requests ib_write_bw -d mlx5_0 -s 65536 -D 10 -F
 if [ "$me" = 0 ]; then
     grep -E '^ *65536 ' /tmp/wpages.txt | sed 's/^/# /'

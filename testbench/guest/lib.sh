@@ -151,6 +151,45 @@ hca_fault() {
     return $rc
 }
 
+# page_roundtrip N [WHEN]: the firmware asks for N more pages (fault
+# page-request), then gives them back; four checks that debugfs
+# fw_pages_total follows (the driver's give_pages() / reclaim_pages()).
+page_roundtrip() {
+    local n=$1 when=${2:-} pages p0
+    pages=/sys/kernel/debug/mlx5/$(hca_pci_dev)/pages/fw_pages_total
+    p0=$(cat "$pages")
+    echo "# fw_pages_total before: $p0"
+    check "armed page-request npages=$n$when" hca_fault "page-request:npages=$n"
+    check "the driver gave $n pages$when (fw_pages_total $p0 -> $((p0 + n)))" retry 30 _pages_are "$pages" $((p0 + n))
+    check "armed page-request npages=-$n$when" hca_fault "page-request:npages=-$n"
+    check "the driver took the $n pages back$when" retry 30 _pages_are "$pages" "$p0"
+}
+_pages_are() { [ "$(cat "$1")" -eq "$2" ]; }
+
+# The two-VM IPoIB tests' addresses: 192.168.77.<node + 1>/24 on ib0.
+ipoib_carrier() { [ "$(cat /sys/class/net/ib0/carrier 2> /dev/null)" = 1 ]; }
+ipoib_up() {
+    ip addr add "192.168.77.$((HCASIM_NODE + 1))/24" dev ib0 2> /dev/null
+    ip link set ib0 up
+}
+
+# ipoib_pair_start [MODULE...]: how the two-VM fault tests begin: the
+# drivers (and MODULEs), an Active port on both nodes, ib0 up with its
+# address, its carrier and a ping of the peer (four checks). Sets me, peer,
+# myip and peerip.
+ipoib_pair_start() {
+    me=$HCASIM_NODE
+    peer=$((1 - me))
+    myip=192.168.77.$((me + 1))
+    peerip=192.168.77.$((peer + 1))
+    check "modprobe mlx5_ib ib_ipoib $*" modprobe -a mlx5_ib ib_umad ib_uverbs ib_ipoib "$@"
+    check "port ACTIVE" wait_port_active 120
+    barrier active 180
+    ipoib_up
+    check "ib0 carrier" retry 60 ipoib_carrier
+    check "ping $peerip" retry 30 ping -c 1 -W 2 "$peerip"
+}
+
 # wait_port_active [SECONDS]: waits until port 1 of mlx5_0 is ACTIVE.
 wait_port_active() {
     local t=${1:-60}

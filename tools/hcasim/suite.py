@@ -40,10 +40,12 @@ SUITES = {
     "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
     "faults": ("injected faults and the unmodified driver's reaction: command status, delivery, delay; error "
-               "CQEs; QP and port events; page requests; fatal health and the driver's recovery; link down, flap, "
-               "retrain, ClientReregister, SM gone, partition, loss, duplicates, reordering; firmware death, an "
-               "error CQE and page requests under iperf3 and ib_write_bw (docs/FAULTS.md)",
-               ["17-faults", "18-faults-slow", "19-faults-ipoib", "20-faults-link", "21-faults-traffic"]),
+               "CQEs; lost CQEs and EQEs; QP, CQ, SRQ and port events; page requests; fatal health and the "
+               "driver's recovery; link down, flap, retrain, ClientReregister, SM gone, partition, loss, "
+               "duplicates, reordering; firmware death, an error CQE and page requests under iperf3 and "
+               "ib_write_bw; AER errors, hot-unplug and re-plug, a surprise removal (docs/FAULTS.md)",
+               ["17-faults", "18-faults-slow", "19-faults-ipoib", "20-faults-link", "21-faults-traffic",
+                "22-faults-pci"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

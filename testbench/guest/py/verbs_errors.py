@@ -35,10 +35,10 @@ ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REM
 
 
 class Pair:
-    def __init__(self, ctx, pd, lid):
-        self.cq = CQ(ctx, 64)
-        cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=2, max_recv_sge=2)
-        ia = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap)
+    def __init__(self, ctx, pd, lid, cq=None, srq=None):
+        self.cq = cq or CQ(ctx, 64)
+        cap = QPCap(max_send_wr=16, max_recv_wr=0 if srq else 16, max_send_sge=2, max_recv_sge=2)
+        ia = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, srq=srq)
         self.a = QP(pd, ia)
         self.b = QP(pd, ia)
         for q, r in ((self.a, self.b), (self.b, self.a)):
