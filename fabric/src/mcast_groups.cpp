@@ -103,6 +103,31 @@ void McastGroups::reset() {
     groups_.emplace(g.params.mgid, g);
 }
 
+bool McastGroups::is_ipoib_broadcast(const iba::Gid &mgid, uint16_t pkey) {
+    iba::Gid want = kBroadcastMgid;
+    hca::store_be16(want.data() + 4, pkey | 0x8000);
+    return mgid == want;
+}
+
+bool McastGroups::ensure_ipoib_broadcast(uint16_t pkey) {
+    iba::Gid mgid = kBroadcastMgid;
+    hca::store_be16(mgid.data() + 4, pkey | 0x8000);
+    if (groups_.count(mgid)) {
+        return true;
+    }
+    const auto mlid = allocate_mlid();
+    if (!mlid || groups_.size() >= kMaxGroups) {
+        return false;
+    }
+    McGroup g = groups_.at(kBroadcastMgid);
+    g.members.clear();
+    g.params.mgid = mgid;
+    g.params.pkey = pkey | 0x8000;
+    g.params.mlid = *mlid;
+    groups_.emplace(mgid, std::move(g));
+    return true;
+}
+
 const McGroup *McastGroups::find(const iba::Gid &mgid) const {
     auto it = groups_.find(mgid);
     return it == groups_.end() ? nullptr : &it->second;
@@ -204,10 +229,6 @@ McastGroups::Result McastGroups::join(const sa::McMemberRecord &req, uint64_t ma
         }
         if (!(js & (sa::kFullMember | sa::kSendOnlyFullMember))) {
             res.status = kReqInvalid;
-            return res;
-        }
-        if ((req.pkey & 0x7fff) != 0x7fff) {
-            res.status = kReqInvalid;  // the fabric has the default partition only
             return res;
         }
         if (groups_.size() >= kMaxGroups) {

@@ -41,6 +41,13 @@ class McastGroups {
 
     // Forgets every group but the broadcast group, which loses its members.
     void reset();
+    // Is mgid IPoIB's broadcast group of pkey's partition (RFC 4391:
+    // ff12:401b:<P_Key with the full bit>::ffff:ffff)?
+    static bool is_ipoib_broadcast(const iba::Gid &mgid, uint16_t pkey);
+    // That group, made as the default partition's is (an SM configures one
+    // per partition with IPoIB; IPoIB only joins it): false when no group
+    // or MLID is left.
+    bool ensure_ipoib_broadcast(uint16_t pkey);
 
     struct Result {
         uint16_t status = 0;  // MAD status (SA class codes in 15:8)

@@ -375,6 +375,20 @@ std::optional<sa::PathRecord> SubnetAdmin::path_between(const sa::PathRecord &q,
                                                 q.packet_life_time, cfg_.packet_life_time)) {
         return std::nullopt;
     }
+    // A path lies in one partition both ends share: the one asked for, or
+    // without one the default partition, else the source's first.
+    std::optional<uint16_t> pkey;
+    if (mask & sa::pr::kPkey) {
+        pkey = sm_.shared_pkey(s, d, q.pkey);
+    } else {
+        pkey = sm_.shared_pkey(s, d, 0xffff);
+        for (const uint16_t k : sm_.pkeys_of(s)) {
+            pkey = pkey ? pkey : sm_.shared_pkey(s, d, k);
+        }
+    }
+    if (!pkey) {
+        return std::nullopt;
+    }
     sa::PathRecord r;
     r.service_id = (mask & sa::pr::kServiceId) ? q.service_id : 0;
     // IPoIB compares the DGID of the answer with its request.
@@ -387,7 +401,7 @@ std::optional<sa::PathRecord> SubnetAdmin::path_between(const sa::PathRecord &q,
     r.tclass = (mask & sa::pr::kTClass) ? q.tclass : 0;
     r.reversible = true;
     r.numb_path = 1;
-    r.pkey = (mask & sa::pr::kPkey) ? q.pkey : 0xffff;
+    r.pkey = *pkey;
     r.sl = 0;
     r.mtu_selector = kSelExact;
     r.mtu = *mtu;
@@ -404,11 +418,9 @@ SubnetAdmin::Answer SubnetAdmin::path_records(const MadAddress &from, const Mad 
     const sa::PathRecord q = sa::decode_path_record(record_of(req));
     const uint64_t mask = comp_mask(req);
     // Constraints this fabric cannot meet give no records: raw traffic,
-    // an SL, QoS class or partition other than the default ones.
+    // an SL or QoS class other than the default ones.
     if (((mask & sa::pr::kRawTraffic) && q.raw_traffic) || ((mask & sa::pr::kSl) && q.sl != 0) ||
-        ((mask & sa::pr::kQosClass) && q.qos_class != 0) ||
-        ((mask & sa::pr::kPkey) && (q.pkey & 0x7fff) != 0x7fff) ||
-        ((mask & sa::pr::kNumbPath) && q.numb_path == 0)) {
+        ((mask & sa::pr::kQosClass) && q.qos_class != 0) || ((mask & sa::pr::kNumbPath) && q.numb_path == 0)) {
         return a;
     }
     const auto eps = sm_.endports();
@@ -466,6 +478,15 @@ SubnetAdmin::Answer SubnetAdmin::mcmember(const MadAddress &from, const Mad &req
             break;
         }
         ++stats_.joins;
+        if ((mask & sa::mcr::kPkey) && !sm_.pkey_entry(*ep, q.pkey)) {
+            a.status = mad::kSaReqInvalid;  // a group of a partition the port is not in
+            break;
+        }
+        if ((mask & sa::mcr::kPkey) && McastGroups::is_ipoib_broadcast(q.mgid, q.pkey) &&
+            !groups_.ensure_ipoib_broadcast(q.pkey)) {
+            a.status = mad::kSaNoResources;
+            break;
+        }
         const auto res = groups_.join(q, mask, ep->port_guid, ep->switch_port);
         if (log_.allow("sa")) {
             log_.info("sa", "join {} by {} (LID {}) state {:#x}: {}", iba::gid_str(q.mgid), iba::gid_str(q.port_gid),

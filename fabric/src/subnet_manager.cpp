@@ -159,6 +159,63 @@ void SubnetManager::apply_pkeys(uint8_t port) {
                       r ? fmt::format("status {:#06x}", smp_status(*r)) : std::string("no answer"));
         }
     });
+    apply_switch_pkeys();
+}
+
+// The switch's port 0 joins every partition in use (the SA answers in each).
+void SubnetManager::apply_switch_pkeys() {
+    Endport sw;
+    sw.is_switch = true;
+    const auto keys = pkeys_of(sw);
+    std::array<uint8_t, 64> d{};
+    for (size_t i = 0; i < keys.size(); ++i) {
+        set16(d, i * 2, keys[i]);
+    }
+    const std::array<uint8_t, 1> path{0};
+    smp(path, mad::kSet, mad::kAttrPKeyTable, 0, &d, [this](const Mad *r) {
+        if (!r || smp_status(*r)) {
+            log_.warn("sm", "switch port 0: Set(P_KeyTable) failed");
+        }
+    });
+}
+
+std::vector<uint16_t> SubnetManager::pkeys_of(const Endport &e) const {
+    if (!e.is_switch) {
+        if (e.switch_port < ports_.size() && !ports_[e.switch_port].pkeys.empty()) {
+            return ports_[e.switch_port].pkeys;
+        }
+        return {0xffff};
+    }
+    std::vector<uint16_t> all{0xffff};
+    for (const PortCtl &c : ports_) {
+        for (const uint16_t k : c.pkeys) {
+            const uint16_t full = k | 0x8000;
+            if ((k & 0x7fff) && std::find(all.begin(), all.end(), full) == all.end() && all.size() < 32) {
+                all.push_back(full);
+            }
+        }
+    }
+    return all;
+}
+
+std::optional<uint16_t> SubnetManager::pkey_entry(const Endport &e, uint16_t pkey) const {
+    if (!(pkey & 0x7fff)) {
+        return std::nullopt;  // the invalid P_Key names no partition
+    }
+    for (const uint16_t k : pkeys_of(e)) {
+        if ((k & 0x7fff) == (pkey & 0x7fff)) {
+            return k;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<uint16_t> SubnetManager::shared_pkey(const Endport &a, const Endport &b, uint16_t pkey) const {
+    const auto ka = pkey_entry(a, pkey), kb = pkey_entry(b, pkey);
+    if (!ka || !kb || !((*ka | *kb) & 0x8000)) {
+        return std::nullopt;
+    }
+    return ka;
 }
 
 uint16_t SubnetManager::sw_num_ports() const { return sw_.num_ports(); }

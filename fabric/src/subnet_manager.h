@@ -140,6 +140,16 @@ class SubnetManager {
     std::vector<Endport> endports() const;
     std::optional<Endport> endport_by_lid(uint16_t lid) const;
     std::optional<Endport> endport_by_guid(uint64_t port_guid) const;
+    // Partitions (IBA 10.9). The P_Key table the SM gave an endport: a
+    // CA's as set (the default partition's full member when none was);
+    // the switch's management port, where the SA lives, is a full member
+    // of every partition in use, as an SM's own port is.
+    std::vector<uint16_t> pkeys_of(const Endport &e) const;
+    // The entry of e's table in pkey's partition (the same 15-bit key), if any.
+    std::optional<uint16_t> pkey_entry(const Endport &e, uint16_t pkey) const;
+    // The P_Key a uses to reach b in pkey's partition: both are members
+    // and not both limited ones (IBA 10.9.3); nullopt if they cannot.
+    std::optional<uint16_t> shared_pkey(const Endport &a, const Endport &b, uint16_t pkey) const;
 
     // Multicast: the SA tells which switch ports receive an MLID.
     void set_mcast_ports(uint16_t mlid, const ForwardingTables::PortSet &ports);
@@ -153,6 +163,7 @@ class SubnetManager {
     uint16_t sw_num_ports() const;
     uint8_t port_for_lid(uint16_t lid) const;  // 0: no CA port has it
     void apply_pkeys(uint8_t port);
+    void apply_switch_pkeys();
     struct Pending {
         Mad req;
         uint8_t port = 0;  // where the response must arrive: path[1], or 0 for the switch

@@ -5,6 +5,7 @@
 
 #include "fixture.h"
 #include "sa_records.h"
+#include "smp_agent.h"
 
 using namespace fabric;
 using namespace fabric::test;
@@ -158,6 +159,73 @@ TEST_CASE_METHOD(SaFixture, "SA: PathRecord as IPoIB asks for it", "[sa]") {
         CHECK(t.data.size() == 16 * sa::kPathRecordSize);  // 4 end ports squared
         CHECK(t.segments == 6);
     }
+}
+
+TEST_CASE_METHOD(SaFixture, "SA: partitions: paths and groups inside the P_Keys the SM gave", "[sa][pkey]") {
+    // Port 1 a full member of 0x0001, port 2 a limited one, port 3 only in
+    // the default partition.
+    REQUIRE(f.sm().set_pkeys(1, {0x8001, 0xffff}));
+    REQUIRE(f.sm().set_pkeys(2, {0xffff, 0x0001}));
+    f.run(100000);
+    CHECK(f.ca(1).pkeys()[0] == 0x8001);
+    // The SA's port joined the partition: requests in it reach the SA.
+    CHECK(f.sw().sma().pkey_allows(0x8001));
+    CHECK(f.sw().sma().pkey_allows(0x0001));
+    CHECK_FALSE(f.sw().sma().pkey_allows(0x8002));
+
+    const uint64_t mask = sa::pr::kDgid | sa::pr::kSgid | sa::pr::kNumbPath | sa::pr::kPkey;
+    auto path = [&](int from, int to, uint16_t pkey) {
+        sa::PathRecord q;
+        q.dgid = f.ca(to).gid();
+        q.sgid = f.ca(from).gid();
+        q.numb_path = 1;
+        q.pkey = pkey;
+        return ask(f.ca(from), mad::kGet, mad::sa::kPathRecord, mask, pr(q));
+    };
+    const auto &full = path(1, 2, 0x8001);
+    REQUIRE(full.status == 0);
+    CHECK(sa::decode_path_record(full.data).pkey == 0x8001);  // the source's own entry
+    const auto &limited = path(2, 1, 0x8001);
+    REQUIRE(limited.status == 0);
+    CHECK(sa::decode_path_record(limited.data).pkey == 0x0001);
+    CHECK(path(1, 3, 0x8001).status == mad::kSaNoRecords);  // port 3 is not in it
+    CHECK(path(1, 3, 0xffff).status == 0);
+    // Two limited members cannot talk (IBA 10.9.3).
+    REQUIRE(f.sm().set_pkeys(3, {0x0001}));
+    f.run(100000);
+    CHECK(path(2, 3, 0x0001).status == mad::kSaNoRecords);
+    // Without a P_Key component: the partition both share.
+    sa::PathRecord q;
+    q.dgid = f.ca(3).gid();
+    q.sgid = f.ca(1).gid();
+    const auto &any = ask(f.ca(1), mad::kGet, mad::sa::kPathRecord, sa::pr::kDgid | sa::pr::kSgid, pr(q));
+    REQUIRE(any.status == 0);
+    CHECK(sa::decode_path_record(any.data).pkey == 0x8001);
+
+    // IPoIB only joins its partition's broadcast group (the SM is to have
+    // it): the SA makes it on the first join of a member, as it has the
+    // default partition's; a port outside the partition cannot join it.
+    auto bcast = bcast_join(f.ca(1));
+    bcast.mgid = {0xff, 0x12, 0x40, 0x1b, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    bcast.pkey = 0x8001;
+    const auto &j1 = ask(f.ca(1), mad::kSet, mad::sa::kMcMemberRecord, kIpoibBcastMask, mcr(bcast));
+    REQUIRE(j1.status == 0);
+    const auto g = sa::decode_mcmember_record(j1.data);
+    CHECK(g.pkey == 0x8001);
+    CHECK(g.qkey == 0x0b1b);
+    CHECK(g.mlid != McastGroups::kBroadcastMlid);
+    REQUIRE(f.sm().set_pkeys(3, {0xffff}));
+    f.run(100000);
+    bcast.port_gid = f.ca(3).gid();
+    CHECK(ask(f.ca(3), mad::kSet, mad::sa::kMcMemberRecord, kIpoibBcastMask, mcr(bcast)).status ==
+          mad::kSaReqInvalid);
+    bcast.port_gid = f.ca(2).gid();
+    bcast.pkey = 0x0001;  // a limited member: its MGID still says 0x8001
+    CHECK(ask(f.ca(2), mad::kSet, mad::sa::kMcMemberRecord, kIpoibBcastMask, mcr(bcast)).status == 0);
+    f.run(1000);
+    CHECK(f.sw().fdb().mcast_ports(g.mlid).count() == 2);
+    // Another partition's broadcast MGID with a P_Key that does not match it is no such group.
+    CHECK_FALSE(McastGroups::is_ipoib_broadcast(bcast.mgid, 0x8002));
 }
 
 TEST_CASE_METHOD(SaFixture, "SA: the pre-created IPoIB broadcast group", "[sa][mcast]") {
