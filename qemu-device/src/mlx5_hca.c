@@ -492,6 +492,13 @@ static void mlx5_hca_reset(DeviceState *dev)
 
     trace_mlx5_hca_reset(flr);
     pcie_cap_deverr_reset(pdev);
+    /*
+     * Link Capabilities are read-only, but QEMU 7.2's AER injection of an
+     * uncorrectable error writes Device Status as 32 bits and zeroes their
+     * low half (hw/pci/pcie_aer.c pcie_aer_inject_uncor_error()): a reset
+     * at least brings the hardwired values back.
+     */
+    mlx5_hca_init_link(pdev);
     qemu_bh_cancel(s->bh);
     timer_del(s->timer);
     hca_model_reset(s->model);
