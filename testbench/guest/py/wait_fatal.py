@@ -8,17 +8,33 @@ Prints "ready" once the context is open, then "event N" (or "no event"
 after SECONDS) and "next verb: errno E" (0: it worked).
 
 Usage: wait_fatal.py SECONDS"""
+import errno
 import os
 import signal
 import sys
+import time
 
 from pyverbs.device import Context
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 
 
+def open_device(seconds):
+    """mlx5_0's context; EAGAIN (mlx5_ib_alloc_ucontext() while the
+    device's ib_active is off) is retried and reported."""
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            return Context(name="mlx5_0")
+        except PyverbsRDMAError as ex:
+            print(f"# open mlx5_0: errno {ex.error_code}", flush=True)
+            if ex.error_code != errno.EAGAIN or time.monotonic() > end:
+                raise
+            time.sleep(0.5)
+
+
 def main():
-    ctx = Context(name="mlx5_0")
+    ctx = open_device(20)
     print("ready", flush=True)
     signal.signal(signal.SIGALRM, lambda *_: None)
     signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
