@@ -103,15 +103,20 @@ void McastGroups::reset() {
     groups_.emplace(g.params.mgid, g);
 }
 
-bool McastGroups::is_ipoib_broadcast(const iba::Gid &mgid, uint16_t pkey) {
-    iba::Gid want = kBroadcastMgid;
-    hca::store_be16(want.data() + 4, pkey | 0x8000);
-    return mgid == want;
+namespace {
+
+iba::Gid ipoib_broadcast_mgid(uint16_t pkey) {
+    iba::Gid mgid = McastGroups::kBroadcastMgid;
+    hca::store_be16(mgid.data() + 4, pkey | 0x8000);
+    return mgid;
 }
 
+}  // namespace
+
+bool McastGroups::is_ipoib_broadcast(const iba::Gid &mgid, uint16_t pkey) { return mgid == ipoib_broadcast_mgid(pkey); }
+
 bool McastGroups::ensure_ipoib_broadcast(uint16_t pkey) {
-    iba::Gid mgid = kBroadcastMgid;
-    hca::store_be16(mgid.data() + 4, pkey | 0x8000);
+    const iba::Gid mgid = ipoib_broadcast_mgid(pkey);
     if (groups_.count(mgid)) {
         return true;
     }

@@ -382,8 +382,12 @@ std::optional<sa::PathRecord> SubnetAdmin::path_between(const sa::PathRecord &q,
         pkey = sm_.shared_pkey(s, d, q.pkey);
     } else {
         pkey = sm_.shared_pkey(s, d, 0xffff);
-        for (const uint16_t k : sm_.pkeys_of(s)) {
-            pkey = pkey ? pkey : sm_.shared_pkey(s, d, k);
+        if (!pkey) {
+            for (const uint16_t k : sm_.pkeys_of(s)) {
+                if ((pkey = sm_.shared_pkey(s, d, k))) {
+                    break;
+                }
+            }
         }
     }
     if (!pkey) {

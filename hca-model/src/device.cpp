@@ -178,41 +178,39 @@ void Device::on_timer() {
 
 void Device::enter_fatal(std::string_view reason) noexcept { fail_firmware(InitSeg::kSyndFwInternalErr, reason); }
 
-void Device::fail_firmware(uint8_t synd, std::string_view reason) noexcept {
-    const bool first = !fatal_;
+void Device::halt(const std::function<std::string()> &why) noexcept {
     fatal_ = true;
-    iseg.set_fatal(synd, now());
     try {
         doorbells_.clear();
         rx_.clear();
         timers_.clear();
         sync_timer();
-        if (first) {
-            tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(), "fatal firmware error (health syndrome "
-                         "0x{:02x}), device stopped until reset: {}", synd, reason);
+        if (why) {
+            tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(), "{}", why());
             tracer_.flush();
         }
     } catch (...) {
-        // Already dead; nothing more to report.
+        // Stopped all the same; nothing more to report.
     }
+}
+
+void Device::fail_firmware(uint8_t synd, std::string_view reason) noexcept {
+    const bool first = !fatal_;
+    iseg.set_fatal(synd, now());
+    halt(first ? std::function<std::string()>([&] {
+        return fmt::format("fatal firmware error (health syndrome 0x{:02x}), device stopped until reset: {}", synd,
+                           reason);
+    })
+               : nullptr);
 }
 
 void Device::leave_bus(int64_t back_ns) noexcept {
     off_bus_until_ = back_ns < 0 ? INT64_MAX : now() + back_ns;
-    fatal_ = true;
-    try {
-        doorbells_.clear();
-        rx_.clear();
-        timers_.clear();
-        sync_timer();
-        host_.port_tx_drop();
-        tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(),
-                     "off the bus (surprise removal): reads return all ones, {}",
-                     back_ns < 0 ? "until a reset" : fmt::format("a new function in {} ms", back_ns / 1'000'000));
-        tracer_.flush();
-    } catch (...) {
-        // Stopped all the same.
-    }
+    host_.port_tx_drop();
+    halt([&] {
+        return fmt::format("off the bus (surprise removal): reads return all ones, {}",
+                           back_ns < 0 ? "until a reset" : fmt::format("a new function in {} ms", back_ns / 1'000'000));
+    });
 }
 
 bool Device::off_bus() {
@@ -254,16 +252,20 @@ void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
 }
 
 void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
-    if (off_bus()) {
-        return;
-    }
-    if (fatal_) {
-        // Dead firmware: doorbells and commands are ignored until a reset,
-        // which the driver can ask for through nic_interface (InitSeg).
-        if (offset >= InitSeg::kCmdqAddrLSz && offset + size <= InitSeg::kCmdqAddrLSz + 4) {
-            iseg.write(static_cast<uint32_t>(offset), data, size);
+    // One test on the doorbell path: leave_bus() sets fatal_ too.
+    if (fatal_) [[unlikely]] {
+        if (off_bus()) {
+            return;  // nobody there: nothing is written
         }
-        return;
+        if (fatal_) {
+            // Dead firmware: doorbells and commands are ignored until a
+            // reset, which the driver can ask for through nic_interface.
+            if (offset >= InitSeg::kCmdqAddrLSz && offset + size <= InitSeg::kCmdqAddrLSz + 4) {
+                iseg.write(static_cast<uint32_t>(offset), data, size);
+            }
+            return;
+        }
+        // A new function is in the slot (off_bus() reset it): written below.
     }
     if (offset + size > HCA_MODEL_BAR0_SIZE || size == 0 || size > 8) {
         guest_error("BAR0 write of {} bytes at 0x{:x} is outside the BAR", size, offset);

@@ -159,6 +159,10 @@ class Device {
   private:
     bool guest_error_budget();
     bool off_bus();  // leave_bus() in effect? Comes back when its time is up.
+    // Stops everything that moves (doorbells, received packets, timers)
+    // until a reset, as dead firmware or a function off the bus does;
+    // why() (if given) makes its trace line.
+    void halt(const std::function<std::string()> &why) noexcept;
     void sync_timer();
     void uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsigned size);
 
