@@ -25,9 +25,6 @@ wait_carrier() {
     done
     return 1
 }
-ping_loss() {
-    ping "$@" 2>&1 | tee /tmp/ping.txt | sed -n 's/.* \([0-9.]*\)% packet loss.*/\1/p'
-}
 # ping_until SECONDS: pings the peer until one reply comes back.
 ping_until() {
     local t0=$SECONDS
@@ -45,7 +42,7 @@ ip addr add "$myip/24" dev ib0
 ip link set ib0 up
 check "ib0 carrier on" wait_carrier 120
 barrier ib0-up 120
-l=$(ping_loss -c 20 -i 0.1 "$peerip")
+l=$(ping_loss -c 20 -i 0.1 -w 30 "$peerip")
 check "ping before the restart: 0 % loss" test "$l" = 0
 barrier pinged 120
 
@@ -80,7 +77,7 @@ got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' /tmp/ping-during.txt)
 echo "# pings during the restart: ${got:-0} of 300 answered"
 check "pings resumed during the run (${got:-0} of 300 answered)" test "${got:-0}" -gt 50
 barrier during-done 120
-l=$(ping_loss -c 20 -i 0.1 -W 2 "$peerip")
+l=$(ping_loss -c 20 -i 0.1 -w 30 "$peerip")
 check "ping after the restart: 0 % loss" test "$l" = 0
 if [ "$me" = 0 ]; then
     fabric_ctl sm status > /tmp/sm.txt 2>&1

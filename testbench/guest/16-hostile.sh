@@ -25,10 +25,6 @@ ib_setup() {
     ip link set ib0 up
 }
 
-ping_loss() {
-    ping "$@" 2>&1 | tee /tmp/ping.txt | sed -n 's/.* \([0-9.]*\)% packet loss.*/\1/p'
-}
-
 # honest_phase NAME: node 1 serves ib_write_bw for the spray window, node 0
 # pings node 1 over IPoIB and runs the ib_write_bw client; both check.
 honest_phase() {
@@ -40,7 +36,7 @@ honest_phase() {
         check "$name: ib_write_bw server completed" test $? = 0
     else
         barrier "$name-srv" 120
-        ping_loss -c $PING_N -i 0.1 -W 2 192.168.77.2 > /tmp/$name-loss.txt &
+        ping_loss -c $PING_N -i 0.1 -w $((PING_N / 10 + 30)) 192.168.77.2 > /tmp/$name-loss.txt &
         local ping_pid=$!
         timeout $((SPRAY_S + 120)) ib_write_bw -F -D $((SPRAY_S - 10)) -s 65536 "$(mgmt_ip 1)" > /tmp/$name-bw.txt 2>&1
         check "$name: ib_write_bw client completed next to the hostile guest" test $? = 0

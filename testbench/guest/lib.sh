@@ -166,6 +166,17 @@ page_roundtrip() {
 }
 _pages_are() { [ "$(cat "$1")" -eq "$2" ]; }
 
+# ping_loss ARGS...: runs ping ARGS and prints its loss percentage (the
+# output is kept in /tmp/ping.txt, the last one's if several run at once).
+# Without a deadline ping gives up two round trips after its last request,
+# so one reply a busy 2-core TCG host holds back for 200 ms counted as lost
+# (07 and 11, full runs of 2026-12-02: the device trace shows the reply
+# sent, late). Zero-loss checks pass -w SECONDS: ping then waits for every
+# reply until the deadline.
+ping_loss() {
+    ping "$@" 2>&1 | tee /tmp/ping.txt | sed -n 's/.* \([0-9.]*\)% packet loss.*/\1/p'
+}
+
 # The two-VM IPoIB tests' addresses: 192.168.77.<node + 1>/24 on ib0.
 ipoib_carrier() { [ "$(cat /sys/class/net/ib0/carrier 2> /dev/null)" = 1 ]; }
 ipoib_up() {
