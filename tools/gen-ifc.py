@@ -45,7 +45,7 @@ mad_ifc_in mad_ifc_out
 query_hca_vport_context_in query_hca_vport_context_out hca_vport_context
 query_vport_state_in query_vport_state_out
 pcap_reg ptys_reg pmtu_reg pvlc_reg paos_reg
-mcam_reg mcam_access_reg mcqs_reg mcqi_reg mcqi_version
+mcam_reg mcam_access_reg mcam_enhanced_features mcqs_reg mcqi_reg mcqi_version mpein_reg
 create_rmp_in create_rmp_out destroy_rmp_in destroy_rmp_out query_rmp_in query_rmp_out modify_rmp_in modify_rmp_out rmpc wq rmp_bitmask
 query_hca_vport_gid_in query_hca_vport_pkey_in
 """.split()

@@ -244,37 +244,149 @@ TEST_CASE("lost-cqe, lost-eqe, lost-msix: the driver is not told", "[fault][dp]"
     REQUIRE(s.d.next_cqe(s.scq));  // the next one is written
     CHECK(s.b.host.msix[3] == irqs + 1);
 
-    // The CQ is armed again; its completion EQE is lost: no EQE, no MSI-X.
+    // Each step: the EQ and the CQ armed again, a fault armed, one SEND;
+    // returns whether its completion EQE was written.
+    auto step = [&](const std::string &spec) {
+        while (s.d.next_eqe(s.ceq)) {
+        }
+        REQUIRE(s.b.dev.faults.command("clear").starts_with("ok"));
+        s.d.eq_doorbell(s.ceq, true);
+        s.b.pump();
+        s.d.cq_arm(s.scq);
+        REQUIRE(s.arm(spec).starts_with("ok"));
+        s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
+        REQUIRE(s.d.next_cqe(s.scq));
+        return s.d.next_eqe(s.ceq).has_value();
+    };
+    // lost-eqe: scoped to another CQ, it spares this one's EQE; scoped to
+    // the EQ, no EQE and no MSI-X.
+    CHECK(step(fmt::format("lost-eqe:event=comp,cqn={}", s.rcq.cqn)));
+    CHECK(s.b.host.msix[3] == irqs + 2);
+    CHECK(!step(fmt::format("lost-eqe:eqn={}", s.ceq.eqn)));
+    CHECK(s.b.host.msix[3] == irqs + 2);
+    // lost-msix: the EQE is there, the interrupt is not, and the EQ is
+    // disarmed as if it had been sent. Scoped to another CQ, it waits.
+    CHECK(step(fmt::format("lost-msix:cqn={}", s.rcq.cqn)));
+    CHECK(s.b.host.msix[3] == irqs + 3);
+    CHECK(step(fmt::format("lost-msix:cqn={}", s.scq.cqn)));
+    CHECK(s.b.host.msix[3] == irqs + 3);
+    CHECK(!s.b.dev.eqs.find(s.ceq.eqn)->armed);
+}
+
+TEST_CASE("cqe-delay: the CQE and every later one of its CQ are written ms later, in order", "[fault][dp]") {
+    Setup s;
+    auto a = s.ud(0x11);
+    auto other = s.ud(0x22);
+    const uint64_t buf = s.b.host.alloc(64, 64);
     while (s.d.next_eqe(s.ceq)) {
     }
     s.d.eq_doorbell(s.ceq, true);
     s.b.pump();
     s.d.cq_arm(s.scq);
-    // Scoped to another CQ, it spares this one's EQE.
-    REQUIRE(s.arm(fmt::format("lost-eqe:event=comp,cqn={}", s.rcq.cqn)).starts_with("ok"));
-    s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
-    REQUIRE(s.d.next_cqe(s.scq));
-    REQUIRE(s.d.next_eqe(s.ceq));
-    CHECK(s.b.host.msix[3] == irqs + 2);
-    REQUIRE(s.b.dev.faults.command("clear").starts_with("ok"));
+    const unsigned irqs = s.b.host.msix[3];
+    REQUIRE(s.arm(fmt::format("cqe-delay:qpn={},ms=20", a.qpn)).starts_with("ok"));
+    s.d.post_ud_send(other, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});  // another QP first: not held
+    auto first = s.d.next_cqe(s.scq);
+    REQUIRE(first);
+    CHECK((hca::load_be32(first->data() + 0x38) & 0xffffff) == other.qpn);
+    const unsigned after_first = s.b.host.msix[3];
+    CHECK(after_first == irqs + 1);
+    while (s.d.next_eqe(s.ceq)) {
+    }
     s.d.eq_doorbell(s.ceq, true);
     s.b.pump();
     s.d.cq_arm(s.scq);
-    REQUIRE(s.arm(fmt::format("lost-eqe:eqn={}", s.ceq.eqn)).starts_with("ok"));
-    s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
-    REQUIRE(s.d.next_cqe(s.scq));
-    CHECK(!s.d.next_eqe(s.ceq));
-    CHECK(s.b.host.msix[3] == irqs + 2);
+    s.d.post_ud_send(a, 5, other.qpn, 0x22, {{s.lkey, buf, 16}});      // held
+    s.d.post_ud_send(other, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});      // held behind it (CQ order)
+    s.d.post_ud_send(a, 5, other.qpn, 0x22, {{s.lkey, buf, 16}});      // held
+    CHECK(!s.d.next_cqe(s.scq));
+    CHECK(s.b.host.msix[3] == after_first);  // no CQE, no event
+    CHECK(s.b.dev.cqs.info().find("held=3") != std::string::npos);
+    s.b.advance(19'000'000);
+    CHECK(!s.d.next_cqe(s.scq));
+    s.b.advance(1'000'000);
+    const uint32_t order[] = {a.qpn, other.qpn, a.qpn};
+    for (uint32_t qpn : order) {
+        auto c = s.d.next_cqe(s.scq);
+        REQUIRE(c);
+        CHECK(cqe_opcode(*c) == hca::kCqeReq);
+        CHECK((hca::load_be32(c->data() + 0x38) & 0xffffff) == qpn);
+    }
+    CHECK(s.b.host.msix[3] == after_first + 1);  // the arm's one event, when they are written
+    CHECK(s.b.dev.cqs.info().find("held=") == std::string::npos);
+    // One-shot: the next completion is on time.
+    s.d.post_ud_send(a, 5, other.qpn, 0x22, {{s.lkey, buf, 16}});
+    CHECK(s.d.next_cqe(s.scq));
 
-    // lost-msix: the EQE is there, the interrupt is not, and the EQ is
-    // disarmed as if it had been sent.
-    s.d.cq_arm(s.scq);
-    REQUIRE(s.arm(fmt::format("lost-msix:eqn={}", s.ceq.eqn)).starts_with("ok"));
-    s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});
-    REQUIRE(s.d.next_cqe(s.scq));
-    CHECK(s.d.next_eqe(s.ceq));
-    CHECK(s.b.host.msix[3] == irqs + 2);
-    CHECK(!s.b.dev.eqs.find(s.ceq.eqn)->armed);
+    // A reset while CQEs are held: nothing is written after it.
+    REQUIRE(s.arm(fmt::format("cqe-delay:cqn={},ms=50", s.scq.cqn)).starts_with("ok"));
+    s.d.post_ud_send(a, 5, other.qpn, 0x22, {{s.lkey, buf, 16}});
+    CHECK(!s.d.next_cqe(s.scq));
+    s.b.dev.reset();
+    s.b.host.recording = true;
+    s.b.advance(100'000'000);
+    CHECK(s.b.host.recorded.empty());
+}
+
+TEST_CASE("cqe-delay: a destroyed CQ takes its held CQEs with it; the spec needs ms=", "[fault][dp]") {
+    Setup s;
+    auto cq = s.d.create_cq(4, s.ceq.eqn, s.uar);
+    CmdResult r;
+    auto qp = s.d.create_qp(hca::kQpUd, s.pd, cq.cqn, s.rcq.cqn, s.uar, 4, 4, &r);
+    REQUIRE(r.status == 0);
+    s.d.ud_to_rts(qp, 0x11);
+    const uint64_t buf = s.b.host.alloc(64, 64);
+    CHECK(s.arm("cqe-delay:qpn=0x10").starts_with("error cqe-delay needs ms="));
+    REQUIRE(s.arm(fmt::format("cqe-delay:cqn={},ms=10", cq.cqn)).starts_with("ok"));
+    s.d.post_ud_send(qp, 5, qp.qpn, 0x11, {{s.lkey, buf, 16}});
+    CHECK(!s.d.next_cqe(cq));
+    REQUIRE(s.d.modify_qp(hca::kOp2RstQp, qp.qpn).status == 0);
+    auto destroy = Driver::inbox(hca::kOpDestroyQp, 0, 16);
+    ifc::set(destroy.data(), ifc::destroy_qp_in::qpn, qp.qpn);
+    REQUIRE(s.d.exec(destroy, 16).status == 0);
+    auto dcq = Driver::inbox(hca::kOpDestroyCq, 0, 16);
+    ifc::set(dcq.data(), ifc::destroy_cq_in::cqn, cq.cqn);
+    REQUIRE(s.d.exec(dcq, 16).status == 0);
+    s.b.host.recording = true;
+    s.b.advance(20'000'000);
+    CHECK(s.b.host.recorded.empty());  // nothing written after the destroy
+}
+
+TEST_CASE("general-event: a GENERAL_EVENT EQE; pci-power sets what MPEIN reports", "[fault][events]") {
+    Setup s;
+    auto aeq = s.d.create_eq(4, 1, {1ull << hca::kEventGeneral, 0, 0, 0}, s.uar);
+    while (s.d.next_eqe(aeq)) {
+    }
+    const auto mpein = [&s] {
+        auto in = Driver::inbox(hca::kOpAccessReg, 1, 16 + ifc::mpein_reg::size_bytes);
+        ifc::set(in.data(), ifc::access_register_in::register_id, 0x9050);
+        auto r = s.d.exec(in, 16 + ifc::mpein_reg::size_bytes);
+        REQUIRE(r.status == 0);
+        return std::pair{ifc::get(r.out.data() + 16, ifc::mpein_reg::pwr_status),
+                         ifc::get(r.out.data() + 16, ifc::mpein_reg::pci_power)};
+    };
+    CHECK(mpein() == std::pair<uint64_t, uint64_t>{1, 75});  // a x16 slot's 75 W, sufficient
+    REQUIRE(s.arm("general-event:subtype=pci-power,power=insufficient,watts=25").starts_with("ok"));
+    auto e = s.d.next_eqe(aeq);
+    REQUIRE(e);
+    CHECK((*e)[1] == hca::kEventGeneral);
+    CHECK((*e)[3] == hca::kGeneralPciPowerChange);
+    CHECK(mpein() == std::pair<uint64_t, uint64_t>{2, 25});
+    s.b.dev.reset();  // the slot's power, not the firmware's: a reset keeps it
+    s.d.bring_up();
+    CHECK(mpein() == std::pair<uint64_t, uint64_t>{2, 25});
+
+    // MCAM says MPEIN can be read (mcam_enhanced_features.pci_status_and_power).
+    auto mcam = Driver::inbox(hca::kOpAccessReg, 1, 16 + ifc::mcam_reg::size_bytes);
+    ifc::set(mcam.data(), ifc::access_register_in::register_id, 0x907f);
+    auto r = s.d.exec(mcam, 16 + ifc::mcam_reg::size_bytes);
+    REQUIRE(r.status == 0);
+    const uint8_t *features = r.out.data() + 16 + ifc::mcam_reg::mng_feature_cap_mask.byte();
+    CHECK(ifc::get(features, ifc::mcam_enhanced_features::pci_status_and_power) == 1);
+
+    CHECK(s.arm("general-event:subtype=down").starts_with("error subtype=down: one of pci-power"));
+    CHECK(s.arm("general-event:subtype=pci-power,watts=5000").starts_with("error watts=5000"));
+    CHECK(s.arm("general-event").starts_with("error general-event needs subtype="));
 }
 
 TEST_CASE("lost-msix event=cmd: a command's completion EQE is written, its interrupt is not", "[fault][cmd]") {

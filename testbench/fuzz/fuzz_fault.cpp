@@ -19,14 +19,15 @@ using namespace hcatest;
 namespace {
 
 const char *const kKinds[] = {"cmd-status", "cmd-delivery", "cmd-delay", "cmd-drop",  "error-cqe",
-                              "wqe-dma-error", "lost-cqe", "lost-eqe",  "lost-msix", "init-delay",
-                              "health-fatal", "health-stall", "page-request", "qp-event", "srq-event",
-                              "cq-error", "port-event", "nope"};
-const char *const kKeys[] = {"opcode", "status", "syndrome", "delivery", "ms",    "qpn",   "cqn",    "eqn",
-                             "srqn",   "npages", "type",     "subtype",  "count", "every", "prob",   "seed",
-                             "for",    "after",  ""};
+                              "wqe-dma-error", "lost-cqe", "lost-eqe",  "lost-msix", "cqe-delay",
+                              "init-delay", "health-fatal", "health-stall", "page-request", "qp-event",
+                              "srq-event", "cq-error", "port-event", "general-event", "pci-gone", "nope"};
+const char *const kKeys[] = {"opcode", "status", "syndrome", "delivery", "ms",    "qpn",   "cqn",  "eqn",
+                             "srqn",   "npages", "type",     "subtype",  "power", "watts", "count", "every",
+                             "prob",   "seed",   "for",      "after",    ""};
 const char *const kWords[] = {"CREATE_CQ", "NOP", "CREATE_QP", "BAD_PARAM", "FW_INTERNAL_ERR", "comm-est",
                               "catastrophic", "limit", "overrun", "access", "client-rereg", "lid",
+                              "pci-power", "fw-live-patch", "delay-drop", "insufficient", "sufficient",
                               "0.5", "1", "0", "-1", "0x48", "99999999999", "", "=", "0x"};
 
 std::string value(Input &in) {

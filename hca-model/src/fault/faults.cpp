@@ -29,8 +29,12 @@ constexpr FaultInfo kInfo[] = {
     {FaultKind::LostEqe, "lost-eqe", false, "eqn= event= cqn=",
      "an EQE is not written (event=: its type, e.g. comp, cmd, page-request, port-change; cqn=: a "
      "completion EQE of that CQ)"},
-    {FaultKind::LostMsix, "lost-msix", false, "eqn= event=",
-     "the MSI-X message for a new EQE is not sent; the EQ is disarmed as if it had been"},
+    {FaultKind::LostMsix, "lost-msix", false, "eqn= event= cqn=",
+     "the MSI-X message for a new EQE is not sent; the EQ is disarmed as if it had been (event=: the EQE's "
+     "type; cqn=: a completion EQE of that CQ)"},
+    {FaultKind::CqeDelay, "cqe-delay", false, "cqn= qpn= ms=",
+     "a CQE (of CQ cqn=, or of QP qpn=) and every later CQE of its CQ are written ms later, in order: the "
+     "work is done, its completion is late (at most 4096 CQEs wait: then the CQ catches up)"},
     {FaultKind::InitDelay, "init-delay", false, "ms=",
      "after the next reset the init segment says 'initializing' for ms"},
     {FaultKind::HealthFatal, "health-fatal", true, "syndrome=",
@@ -48,6 +52,10 @@ constexpr FaultInfo kInfo[] = {
     {FaultKind::PortEvent, "port-event", true, "subtype=",
      "a PORT_CHANGE EQE: down, active, initialized, lid, pkey, guid, client-rereg (the port itself "
      "does not change: the driver reacts to the event)"},
+    {FaultKind::GeneralEvent, "general-event", true, "subtype= power= watts=",
+     "a GENERAL_EVENT EQE: pci-power (the slot's power changed: MPEIN then reports power=sufficient|"
+     "insufficient|unknown and watts=, default 75), fw-live-patch (firmware patched while running), "
+     "delay-drop (a delay drop timeout; mlx5_ib acts on it only on Ethernet ports)"},
     {FaultKind::PciGone, "pci-gone", true, "ms=",
      "the function falls off the bus (a surprise removal): MMIO reads return all ones, writes, DMA, "
      "interrupts and packets stop; ms later a new function is in the slot (power-on state); without "
@@ -71,9 +79,20 @@ constexpr Named kPortEvents[] = {
     {"lid", kPortEventLid},   {"pkey", kPortEventPkey},     {"guid", kPortEventGuid},
     {"client-rereg", kPortEventClientRereg},
 };
+constexpr Named kGeneralEvents[] = {
+    {"pci-power", kGeneralPciPowerChange},
+    {"fw-live-patch", kGeneralFwLivePatch},
+    {"delay-drop", kGeneralDelayDropTimeout},
+};
+constexpr Named kPowerStatus[] = {
+    {"unknown", Registers::kPowerUnknown},
+    {"sufficient", Registers::kPowerSufficient},
+    {"insufficient", Registers::kPowerInsufficient},
+};
 constexpr Named kEqeTypes[] = {
     {"comp", kEventComp},         {"cmd", kEventCmd},           {"page-request", kEventPageRequest},
     {"port-change", kEventPortChange}, {"cq-error", kEventCqError}, {"comm-est", kEventCommEst},
+    {"general", kEventGeneral},
 };
 constexpr Named kCqErrors[] = {{"overrun", CqTable::kCqErrOverrun}, {"access", CqTable::kCqErrAccess}};
 
@@ -251,7 +270,12 @@ void argument_key(Fault &f, const FaultInfo &info, std::string_view k, std::stri
     } else if (k == "type") {
         f.type = static_cast<uint8_t>(f.kind == FaultKind::QpEvent ? named(k, v, kQpEvents) : named(k, v, kSrqEvents));
     } else if (k == "subtype") {
-        f.subtype = static_cast<uint8_t>(named(k, v, kPortEvents));
+        f.subtype = static_cast<uint8_t>(f.kind == FaultKind::GeneralEvent ? named(k, v, kGeneralEvents)
+                                                                            : named(k, v, kPortEvents));
+    } else if (k == "power") {
+        f.power = static_cast<uint8_t>(named(k, v, kPowerStatus));
+    } else if (k == "watts") {
+        f.watts = static_cast<uint16_t>(number(k, v, 0, 0xfff));
     }
 }
 
@@ -273,6 +297,8 @@ void check_needs(Fault &f, const FaultInfo &info, const Seen &seen) {
     case FaultKind::SrqEvent: need(f.srqn >= 0 && f.type != 0, "srqn= and type="); break;
     case FaultKind::CqError: need(f.scope.cqn >= 0 && seen.syndrome, "cqn= and syndrome="); break;
     case FaultKind::PortEvent: need(f.subtype != 0, "subtype="); break;
+    case FaultKind::GeneralEvent: need(f.subtype != 0, "subtype="); break;
+    case FaultKind::CqeDelay: need(f.ms > 0, "ms="); break;
     case FaultKind::HealthFatal:
         if (!seen.syndrome) {
             f.syndrome = InitSeg::kSyndFwInternalErr;
@@ -562,6 +588,19 @@ void FaultTable::act(uint32_t id) {
         fired(f, fmt::format("port event subtype={}", f.subtype));
         dev_.port(1).event(f.subtype);
         return;
+    case FaultKind::GeneralEvent: {
+        if (f.subtype == kGeneralPciPowerChange) {
+            dev_.regs.set_slot_power(f.power, f.watts);
+        }
+        fired(f, f.subtype == kGeneralPciPowerChange
+                     ? fmt::format("general event subtype=0x{:x} MPEIN pwr_status={} pci_power={}", f.subtype,
+                                   f.power, f.watts)
+                     : fmt::format("general event subtype=0x{:x}", f.subtype));
+        if (!dev_.eqs.post_event(kEventGeneral, f.subtype, EqeData::port_state(1))) {
+            dev_.trace(kTrFault, "not delivered id={}: no EQ takes general events", f.id);
+        }
+        return;
+    }
     default:
         return;
     }

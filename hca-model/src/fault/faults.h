@@ -37,6 +37,7 @@ enum class FaultKind : uint8_t {
     LostCqe,      // a CQE is not written
     LostEqe,      // an EQE is not written (scope eqn=, event= the EQE type, cqn= a completion EQE's CQ)
     LostMsix,     // an EQ's interrupt for a new EQE is not sent (the EQ is disarmed as if it had been)
+    CqeDelay,     // a CQE (scope cqn=, qpn= its QP) and every later one of its CQ are written ms= later
     InitDelay,    // after a reset the device stays "initializing" for ms=
     // Events.
     HealthFatal,  // firmware dies with health syndrome= (rfr set): the fatal-error path
@@ -46,6 +47,7 @@ enum class FaultKind : uint8_t {
     SrqEvent,     // SRQ limit or catastrophic error on srqn=
     CqError,      // a CQ error (syndrome= overrun or access) on cqn=: the CQ stops
     PortEvent,    // PORT_CHANGE EQE subtype= (lid, pkey, guid, client-rereg, ...)
+    GeneralEvent, // GENERAL_EVENT EQE subtype= (pci-power with power= watts=, fw-live-patch, delay-drop)
     PciGone,      // the function falls off the bus (surprise removal); a new one ms= later
     Count
 };
@@ -93,6 +95,8 @@ struct Fault {
     int32_t npages = 0;
     uint8_t type = 0;
     uint8_t subtype = 0;
+    uint8_t power = 1;     // general-event pci-power: MPEIN pwr_status
+    uint16_t watts = 75;   // ... and pci_power
     // Counts.
     uint64_t matches = 0;
     uint64_t fired = 0;

@@ -63,6 +63,7 @@ const CapEntry kGeneralCaps[] = {
     GEN(driver_version, 1, 1, false),
     GEN(cmdif_checksum, 0, 0, true),
     GEN(mcam_reg, 1, 1, false),  // MCAM: MCQS/MCQI for devlink info
+    GEN(general_notification_event, 1, 1, false),  // GENERAL_EVENT EQEs (eq.c gather_async_events_mask())
     GEN(atomic, 1, 1, false),
     GEN(block_lb_mc, 1, 1, false),    // IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK (qpc.block_lb_mc)
     GEN(cq_resize, 1, 1, false),      // MODIFY_CQ op_mod 1 (ibv_resize_cq)

@@ -60,6 +60,14 @@ enum EventType : uint8_t {
     kEventSrqCatastrophic = 0x12,
     kEventSrqLastWqe = 0x13,
     kEventSrqRqLimit = 0x14,
+    kEventGeneral = 0x22,
+};
+
+// GENERAL_EVENT sub-types (device.h MLX5_GENERAL_SUBTYPE_*).
+enum GeneralSubtype : uint8_t {
+    kGeneralDelayDropTimeout = 0x1,
+    kGeneralPciPowerChange = 0x5,
+    kGeneralFwLivePatch = 0x7,
 };
 
 // Firmware command opcodes (mlx5_ifc.h MLX5_CMD_OP_*).

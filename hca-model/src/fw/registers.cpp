@@ -24,6 +24,7 @@ const RegisterDesc kRegisters[] = {
     {kRegMcqi, "MCQI", ifc::mcqi_reg::size_bytes, &Registers::mcqi, false},
     {kRegPcap, "PCAP", ifc::pcap_reg::size_bytes, &Registers::pcap, true},
     {kRegNodeDesc, "NODE_DESC", 64, &Registers::node_desc, true},
+    {kRegMpein, "MPEIN", ifc::mpein_reg::size_bytes, &Registers::mpein, false},
 };
 
 // Firmware components (MCQS identifier): one boot image, fw.c MCQS_IDENTIFIER_BOOT_IMG.
@@ -99,6 +100,12 @@ void Registers::mcam(RegAccess &r) {
         ifc::set(mask, ifc::mcam_access_reg::mcqi, 1);
         ifc::set(mask, ifc::mcam_access_reg::mcqs, 1);
     }
+    if (ifc::get(r.out.data(), ifc::mcam_reg::feature_group) == 0) {
+        // Enhanced features: MPEIN answers the PCI power change event
+        // (events.c mlx5_pcie_event()).
+        uint8_t *features = r.out.data() + ifc::mcam_reg::mng_feature_cap_mask.byte();
+        ifc::set(features, ifc::mcam_enhanced_features::pci_status_and_power, 1);
+    }
 }
 
 void Registers::mcqs(RegAccess &r) {
@@ -162,6 +169,26 @@ void Registers::node_desc(RegAccess &r) {
         dev_.port1.set_node_desc(r.in.data());
     }
     std::copy_n(dev_.port1.node_desc().begin(), std::min<size_t>(64, r.out.size()), r.out.begin());
+}
+
+// PCIe status of the function (MPEIN): the slot's power (pwr_status,
+// pci_power) and the x16 link of the QEMU device's Link Capabilities.
+void Registers::mpein(RegAccess &r) {
+    if (r.out.size() < ifc::mpein_reg::size_bytes) {
+        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MPEIN needs {} bytes", ifc::mpein_reg::size_bytes);
+        return;
+    }
+    const uint64_t index = ifc::get(r.in.data(), ifc::mpein_reg::pcie_index);
+    const uint64_t depth = ifc::get(r.in.data(), ifc::mpein_reg::depth);
+    if (index != 0 || depth != 0) {
+        r.cmd.fail(Status::BAD_PARAM, "MPEIN pcie_index {} depth {}: one endpoint, at depth 0", index, depth);
+        return;
+    }
+    ifc::set(r.out.data(), ifc::mpein_reg::link_width_enabled, 16);
+    ifc::set(r.out.data(), ifc::mpein_reg::link_width_active, 16);
+    ifc::set(r.out.data(), ifc::mpein_reg::num_of_pfs, 1);
+    ifc::set(r.out.data(), ifc::mpein_reg::pwr_status, slot_power_status_);
+    ifc::set(r.out.data(), ifc::mpein_reg::pci_power, slot_power_watts_);
 }
 
 }  // namespace hca

@@ -1534,6 +1534,24 @@ struct mcam_access_reg {
     static constexpr Field regs_44_to_32{0x53, 13};
     static constexpr Field regs_31_to_0{0x60, 32};
 };
+struct mcam_enhanced_features {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr Field mcia_32dwords{0x5d, 1};
+    static constexpr Field out_pulse_duration_ns{0x5e, 1};
+    static constexpr Field npps_period{0x5f, 1};
+    static constexpr Field reset_state{0x6a, 1};
+    static constexpr Field ptpcyc2realtime_modify{0x6b, 1};
+    static constexpr Field pci_status_and_power{0x6e, 1};
+    static constexpr Field mark_tx_action_cnp{0x74, 1};
+    static constexpr Field mark_tx_action_cqe{0x75, 1};
+    static constexpr Field dynamic_tx_overflow{0x76, 1};
+    static constexpr Field pcie_outbound_stalled{0x7b, 1};
+    static constexpr Field tx_overflow_buffer_pkt{0x7c, 1};
+    static constexpr Field mtpps_enh_out_per_adj{0x7d, 1};
+    static constexpr Field mtpps_fs{0x7e, 1};
+    static constexpr Field pcie_performance_group{0x7f, 1};
+};
 struct mcqs_reg {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
@@ -1568,6 +1586,31 @@ struct mcqi_version {
     static constexpr Field user_defined_time{0x80, 64};
     static constexpr Field build_tool_version{0xc0, 32};
     static constexpr Block version_string{0x100, 8, 92};
+};
+struct mpein_reg {
+    static constexpr uint32_t size_bits = 0x180;
+    static constexpr uint32_t size_bytes = 0x30;
+    static constexpr Field depth{0x2, 6};
+    static constexpr Field pcie_index{0x8, 8};
+    static constexpr Field node{0x10, 8};
+    static constexpr Field capability_mask{0x20, 32};
+    static constexpr Field link_width_enabled{0x48, 8};
+    static constexpr Field link_speed_enabled{0x50, 16};
+    static constexpr Field lane0_physical_position{0x60, 8};
+    static constexpr Field link_width_active{0x68, 8};
+    static constexpr Field link_speed_active{0x70, 16};
+    static constexpr Field num_of_pfs{0x80, 16};
+    static constexpr Field num_of_vfs{0x90, 16};
+    static constexpr Field bdf0{0xa0, 16};
+    static constexpr Field max_read_request_size{0xc0, 4};
+    static constexpr Field max_payload_size{0xc4, 4};
+    static constexpr Field pwr_status{0xcd, 3};
+    static constexpr Field port_type{0xd0, 4};
+    static constexpr Field lane_reversal{0xdf, 1};
+    static constexpr Field pci_power{0xf4, 12};
+    static constexpr Field device_status{0x120, 16};
+    static constexpr Field port_state{0x130, 8};
+    static constexpr Field receiver_detect_result{0x150, 16};
 };
 struct create_rmp_in {
     static constexpr uint32_t size_bits = 0x880;

@@ -96,6 +96,11 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
     if (it->second.mod_timer) {
         dev_.cancel_timer(it->second.mod_timer);
     }
+    if (it->second.hold_timer) {
+        // Held CQEs go with their CQ: nothing is written after the destroy.
+        dev_.cancel_timer(it->second.hold_timer);
+        dev_.trace(kTrFault, "cqe-delay cqn=0x{:x}: {} held CQEs dropped with the CQ", cqn, it->second.held.size());
+    }
     cqs_.erase(it);
     ids_.release(cqn);
 }
@@ -274,13 +279,15 @@ bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
     if (cq->status != kStatusOk) {
         return false;
     }
-    if (((cq->pi - cq->ci_seen) & 0xffffff) >= cq->nent()) {
+    // Held CQEs (cqe-delay) are produced already: they count.
+    const uint32_t produced = cq->pi + static_cast<uint32_t>(cq->held.size());
+    if (((produced - cq->ci_seen) & 0xffffff) >= cq->nent()) {
         // Looks full: read the consumer counter from the doorbell record.
         uint8_t ci[4];
         if (dev_.dma_read(cq->dbr, ci, 4)) {
             cq->ci_seen = load_be32(ci) & 0xffffff;
         }
-        if (((cq->pi - cq->ci_seen) & 0xffffff) >= cq->nent() && !cq->oi) {
+        if (((produced - cq->ci_seen) & 0xffffff) >= cq->nent() && !cq->oi) {
             cq->status = kStatusOverflow;
             dev_.guest_error("CQ overrun cqn=0x{:x} pi=0x{:x} ci=0x{:x}: CQ in error", cqn, cq->pi & 0xffffff,
                              cq->ci_seen);
@@ -292,19 +299,60 @@ bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
         dev_.faults.fired(*f, fmt::format("cqn=0x{:x} CQE opcode=0x{:x} not written", cqn, cqe.op_own >> 4));
         return true;
     }
-    if (!write_cqe(*cq, cqe)) {
+    if (!cq->held.empty()) {
+        cq->held.push_back({cqe, solicited});
+        if (cq->held.size() >= kMaxHeld) {
+            release(*cq, "the held CQEs reached the limit");
+        }
+        return true;
+    }
+    const int64_t qpn = load_be32(&cqe.sop_drop_qpn) & 0xffffff;
+    if (const Fault *f = dev_.faults.hit(FaultKind::CqeDelay, {.qpn = qpn, .cqn = cqn})) {
+        dev_.faults.fired(*f, fmt::format("cqn=0x{:x} CQE opcode=0x{:x} of qpn=0x{:x} and the CQEs after it held {} ms",
+                                          cqn, cqe.op_own >> 4, qpn, f->ms));
+        cq->held.push_back({cqe, solicited});
+        cq->hold_timer = dev_.add_timer(f->ms * 1'000'000, [this, cqn] {
+            if (Cq *q = find(cqn)) {
+                q->hold_timer = 0;
+                release(*q, "the delay is over");
+            }
+        });
+        return true;
+    }
+    return deliver(*cq, cqe, solicited);
+}
+
+// Writes the CQEs a cqe-delay held, in order (a CQ in error takes none).
+void CqTable::release(Cq &cq, const char *why) {
+    if (cq.hold_timer) {
+        dev_.cancel_timer(cq.hold_timer);
+        cq.hold_timer = 0;
+    }
+    dev_.trace(kTrFault, "cqe-delay cqn=0x{:x}: {}: {} held CQEs written", cq.cqn, why, cq.held.size());
+    std::deque<Cq::Held> held = std::move(cq.held);
+    cq.held.clear();
+    for (Cq::Held &h : held) {
+        if (cq.status != kStatusOk || !deliver(cq, h.cqe, h.solicited)) {
+            break;
+        }
+    }
+}
+
+// Writes a CQE and raises the event its arm asks for.
+bool CqTable::deliver(Cq &cq, Cqe64 &cqe, bool solicited) {
+    if (!write_cqe(cq, cqe)) {
         return false;
     }
-    ++cq->cqes;
-    if (cq->arm == Cq::Arm::Solicited && solicited) {
-        notify(*cq);
-    } else if (cq->arm == Cq::Arm::Next) {
-        if (cq->max_count <= 1 && cq->period_us == 0) {
-            notify(*cq);
-        } else if (cq->max_count > 1 && ++cq->mod_pending >= cq->max_count) {
-            notify(*cq);
-        } else if (cq->period_us && !cq->mod_timer) {
-            cq->mod_timer = dev_.add_timer(int64_t{cq->period_us} * 1000, [this, cqn] {
+    ++cq.cqes;
+    if (cq.arm == Cq::Arm::Solicited && solicited) {
+        notify(cq);
+    } else if (cq.arm == Cq::Arm::Next) {
+        if (cq.max_count <= 1 && cq.period_us == 0) {
+            notify(cq);
+        } else if (cq.max_count > 1 && ++cq.mod_pending >= cq.max_count) {
+            notify(cq);
+        } else if (cq.period_us && !cq.mod_timer) {
+            cq.mod_timer = dev_.add_timer(int64_t{cq.period_us} * 1000, [this, cqn = cq.cqn] {
                 Cq *q = find(cqn);
                 if (q) {
                     q->mod_timer = 0;
@@ -340,10 +388,10 @@ std::string CqTable::info() const {
     for (const auto &[cqn, cq] : cqs_) {
         fmt::format_to(std::back_inserter(s),
                        "  cqn=0x{:x} nent={} eqn={} uar={} pi=0x{:x} ci=0x{:x} arm={} status=0x{:x} cqes={} "
-                       "events={}\n",
+                       "events={}{}\n",
                        cqn, cq.nent(), cq.eqn, cq.uar, cq.pi & 0xffffff, cq.ci_seen,
                        cq.arm == Cq::Arm::None ? "no" : (cq.arm == Cq::Arm::Next ? "next" : "solicited"), cq.status,
-                       cq.cqes, cq.events);
+                       cq.cqes, cq.events, cq.held.empty() ? "" : fmt::format(" held={}", cq.held.size()));
     }
     return s;
 }

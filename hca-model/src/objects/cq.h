@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 
@@ -43,6 +44,14 @@ struct Cq {
     uint32_t mod_pending = 0;
     uint64_t mod_timer = 0;
     uint32_t refs = 0;      // QPs and SRQs using this CQ
+    // The cqe-delay fault: CQEs waiting to be written, in order, and the
+    // timer that writes them.
+    struct Held {
+        Cqe64 cqe;
+        bool solicited;
+    };
+    std::deque<Held> held;
+    uint64_t hold_timer = 0;
 
     uint32_t nent() const { return 1u << log_size; }
 };
@@ -73,8 +82,13 @@ class CqTable {
     bool post(uint32_t cqn, Cqe64 &cqe, bool solicited);
     std::string info() const;
 
+    // At most this many CQEs wait for a cqe-delay: then the CQ catches up.
+    static constexpr size_t kMaxHeld = 4096;
+
   private:
     void notify(Cq &cq);
+    bool deliver(Cq &cq, Cqe64 &cqe, bool solicited);
+    void release(Cq &cq, const char *why);
     bool write_cqe(Cq &cq, Cqe64 &cqe);
     void resize(CmdCtx &c, Cq &cq, uint32_t select);
 

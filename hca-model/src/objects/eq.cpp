@@ -130,9 +130,10 @@ void EqTable::cmd_query_eq(CmdCtx &c) {
     c.set(ifc::query_eq_out::event_bitmask, bits);
 }
 
-void EqTable::fire(Eq &eq, int32_t type) {
+void EqTable::fire(Eq &eq, int32_t type, int64_t cqn) {
     eq.armed = false;
-    if (const Fault *f = type >= 0 ? dev_.faults.hit(FaultKind::LostMsix, {.eqn = eq.eqn, .event = type}) : nullptr) {
+    if (const Fault *f = type >= 0 ? dev_.faults.hit(FaultKind::LostMsix, {.cqn = cqn, .eqn = eq.eqn, .event = type})
+                                   : nullptr) {
         dev_.faults.fired(*f, fmt::format("eqn={} msix vector={} for an EQE of type 0x{:x} not sent", eq.eqn,
                                           eq.intr, type));
         return;
@@ -248,7 +249,7 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
     ++eq->eqes;
     ++dev_.counters.eqes;
     if (eq->armed) {
-        fire(*eq, type);
+        fire(*eq, type, cqn);
     }
     return true;
 }

@@ -131,7 +131,7 @@ class EqTable {
 
   private:
     // An EQ interrupt; type: the EQE that raised it (-1: arming over EQEs pending).
-    void fire(Eq &eq, int32_t type = -1);
+    void fire(Eq &eq, int32_t type = -1, int64_t cqn = -1);
 
     Device &dev_;
     std::map<uint32_t, Eq> eqs_;
