@@ -5,10 +5,11 @@
 #    delivery status and a delay; an error CQE on an RC QP; QP and port
 #    events to the owning context;
 #  - work that vanishes and objects that fail (pyverbs, fault_events.py):
-#    a lost CQE, a lost completion EQE, a WQE fetch DMA error, a CQ error,
-#    the SRQ limit and an SRQ catastrophic error;
+#    a lost CQE, a lost completion EQE, a delayed completion, a WQE fetch
+#    DMA error, a CQ error, the SRQ limit and an SRQ catastrophic error;
 #  - mlx5_core's report of the injected command status and the CQ error;
 #  - a firmware page request and a page reclaim (debugfs fw_pages_total);
+#  - general events: the slot's power, a firmware live patch, a delay drop;
 #  - a fatal health syndrome: the health poll's "Fatal error", the
 #    fw_fatal devlink reporter's automatic recovery through the software
 #    reset handshake, the port Active again and verbs working after it.
@@ -37,7 +38,27 @@ check "dmesg: mlx5_core reports the CQ error ('CQ error on CQN $cqn, syndrome 0x
 # 3. The firmware asks for 64 more pages, then gives 64 back.
 page_roundtrip 64
 
-# 4. Firmware dies with a fatal health syndrome; the driver recovers it.
+# 4. General events (MLX5_EVENT_TYPE_GENERAL_EVENT): the slot's power
+# changed (mlx5_core reads MPEIN and says what the slot offers), the
+# firmware was live-patched (mlx5_core prints the running version), a
+# delay drop timeout (mlx5_ib acts on it only on Ethernet ports: silence).
+mark=$(dmesg | wc -l)
+check "armed general-event pci-power insufficient 25 W" hca_fault general-event:subtype=pci-power,power=insufficient,watts=25
+low_power() { since_mark | grep -q 'Detected insufficient power on the PCIe slot (25W)'; }
+check "mlx5_core: 'Detected insufficient power on the PCIe slot (25W).'" retry 30 low_power
+check "armed general-event pci-power sufficient 75 W" hca_fault general-event:subtype=pci-power,power=sufficient,watts=75
+good_power() { since_mark | grep -q 'PCIe slot advertised sufficient power (75W)'; }
+check "mlx5_core: 'PCIe slot advertised sufficient power (75W).'" retry 30 good_power
+check "armed general-event fw-live-patch" hca_fault general-event:subtype=fw-live-patch
+patched() { since_mark | grep -q 'Live patch updated firmware version: 16.35.2000'; }
+check "mlx5_core: 'Live patch updated firmware version: 16.35.2000'" retry 30 patched
+n=$(dmesg | wc -l)
+check "armed general-event delay-drop" hca_fault general-event:subtype=delay-drop
+sleep 2
+check "an IB port ignores a delay drop timeout (no new dmesg line in 2 s)" test "$(dmesg | wc -l)" = "$n"
+since_mark | sed 's/^/# /'
+
+# 5. Firmware dies with a fatal health syndrome; the driver recovers it.
 mark=$(dmesg | wc -l)
 t0=$(uptime_s)
 check "armed health-fatal syndrome 0x8" hca_fault health-fatal:syndrome=0x8

@@ -6,6 +6,8 @@ object that failed, armed on this node's HCA through the run's relay
    second completes (the first WQE is done, its CQE never written);
  - lost-eqe on the CQ's completion EQE: the CQE is there for ibv_poll_cq,
    but no completion event reaches the channel; the next one does;
+ - cqe-delay on an RC QP: its SEND's completion arrives 2 s late (the
+   receive at the other QP on time);
  - wqe-dma-error on an RC QP: IBV_EVENT_QP_FATAL (a local work queue
    catastrophic error), the WR it could not read and the next one are
    flushed, the QP is in error;
@@ -129,6 +131,22 @@ def lost_eqe(ctx, pd, mr, lid):
     p.poll(2, timeout=3)
 
 
+def cqe_delay(ctx, pd, mr, lid):
+    p = Pair(ctx, pd, lid)
+    recv(p.b, mr, 180)
+    check(f"armed cqe-delay of 2 s on QPN 0x{p.a.qp_num:x}", armed(f"cqe-delay:qpn={p.a.qp_num},ms=2000"))
+    t0 = time.monotonic()
+    send(p, mr, 80)
+    early = p.poll(2, timeout=1.0)
+    check(f"in the first second only the receive completes ({[w.wr_id for w in early]})",
+          [w.wr_id for w in early] == [180])
+    late = p.poll(1, timeout=10.0)
+    dt = time.monotonic() - t0
+    print(f"# the held send completed {dt:.2f} s after its post")
+    check(f"the send completes, successfully, 2 s late ({dt:.2f} s after the post)",
+          [(w.wr_id, w.status) for w in late] == [(80, e.IBV_WC_SUCCESS)] and 1.9 <= dt < 10.0)
+
+
 def wqe_dma_error(ctx, pd, mr, lid):
     p = Pair(ctx, pd, lid)
     recv(p.b, mr, 160)
@@ -183,6 +201,7 @@ def main():
     t0 = time.monotonic()
     lost_cqe(ctx, pd, mr, lid)
     lost_eqe(ctx, pd, mr, lid)
+    cqe_delay(ctx, pd, mr, lid)
     wqe_dma_error(ctx, pd, mr, lid)
     cq_error(ctx)
     srq_events(ctx, pd, mr, lid)
