@@ -66,12 +66,15 @@ finish() {
     # Runs with a driver under test (--modules): the modules the kernel
     # loaded are the ones given, and a line the user expects from their
     # patched driver (--expect-dmesg) was printed.
+    # With a user kernel (--kernel) /hcasim/modules holds its whole tree,
+    # which the guest uses as /lib/modules/<release>.
     if [ -d /hcasim/modules ]; then
-        local m f
+        local m f want=/updates/hcasim/
+        [ -f "/hcasim/modules/$(uname -r)/modules.dep" ] && want="^/lib/modules/$(uname -r)/kernel/"
         for m in mlx5_core mlx5_ib ib_ipoib; do
             [ -d /sys/module/$m ] || continue
             f=$(modinfo -F filename $m 2>/dev/null)
-            check "driver under test: $m from $f" sh -c "echo '$f' | grep -q /updates/hcasim/"
+            check "driver under test: $m from $f" sh -c "echo '$f' | grep -q '$want'"
         done
     fi
     if [ -n "${HCASIM_EXPECT_DMESG:-}" ]; then

@@ -3,7 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hcasim import build, demo, driver, fault, suite, testing, vm
+from hcasim import build, demo, driver, fault, initramfs, kernels, suite, testing, vm
 from hcasim.common import die, say
 
 
@@ -31,17 +31,39 @@ def add_vm_options(p, default_timeout=600):
 def add_driver_options(p):
     p.add_argument("--modules", help="boot with these modules instead of the stock ones: a directory "
                    "<kernel release>/*.ko (./hcasim driver build makes build/driver/current/modules)")
-    p.add_argument("--kernel", help="boot this kernel image instead of the guest image's (with --modules "
-                   "holding its complete module tree)")
+    p.add_argument("--kernel", help="boot this kernel image (an x86 bzImage) instead of the guest image's; "
+                   "a modular kernel wants --modules with its module tree (<release>/, e.g. a kernel package's "
+                   "lib/modules or make modules_install's), from which the initramfs is made")
     p.add_argument("--test-fault", choices=["cqe-opcode"],
                    help="TESTING THE TESTS: make the device misbehave on purpose (cqe-opcode: requester "
                         "CQEs carry a wrong opcode)")
+
+
+def check_kernel(kernel, modules):
+    """--kernel: refused before anything boots when it is no bzImage, or
+    when its module tree (complete, with modules.dep) lacks what a guest
+    needs; a kernel package's tree without modules.dep is checked once
+    depmod has run over the run's copy."""
+    if not Path(kernel).is_file():
+        die(f"--kernel {kernel}: no such file")
+    try:
+        release = initramfs.kernel_release(kernel)
+        tree = initramfs.module_tree(modules, release) if modules else None
+        if modules and tree is None:
+            die(f"--modules {modules}: no module tree {release}/ (modules.dep, or kernel/ and modules.order) "
+                f"for kernel {kernel}")
+        if tree is not None and (tree / "modules.dep").is_file():
+            initramfs.load_order(tree, release)
+    except initramfs.KernelError as e:
+        die(str(e))
 
 
 def vm_options(a):
     if a.nodes < 1 or a.nodes > 8:
         die("--nodes must be between 1 and 8")
     fault.check_specs(a.fault)
+    if a.kernel:
+        check_kernel(a.kernel, driver.resolve_modules(a.modules))
     return vm.VmOptions(faults=a.fault, nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
                         fabric_args=a.fabric_arg, modules=driver.resolve_modules(a.modules),
@@ -140,12 +162,15 @@ def main(argv=None):
     trace_cli.register(sub)  # trace, inspect
     fuzz.register(sub)
     fault.register(sub)
+    kernels.register(sub)
 
     a = p.parse_args(argv)
     try:
         return a.func(a)
     except KeyboardInterrupt:
         return 130
+    except initramfs.KernelError as e:
+        die(str(e))
 
 
 if __name__ == "__main__":

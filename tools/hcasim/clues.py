@@ -36,6 +36,11 @@ def clues(run_dir, limit=4):
             hits = [l.strip() for l in lines
                     if GUEST_COMPLAINT.search(l) and not l.startswith(("ok ", "not ok ")) and l.strip() not in first]
             out += [f"{nd.name} output: {l[:160]}" for l in first + hits[:limit]]
+        console = nd / "console.log"
+        if console.exists() and re.search(r"VFS: Unable to mount root fs|Cannot open root device",
+                                          console.read_text(errors="replace")):
+            out.append(f"{nd.name} console: the kernel cannot mount the root disk: a user kernel needs "
+                       "virtio_pci, virtio_blk and ext4 built in, or --modules with its module tree")
         dmesg = nd / "dmesg.txt"
         if dmesg.exists():
             hits = [l.strip() for l in dmesg.read_text(errors="replace").splitlines()

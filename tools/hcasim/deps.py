@@ -18,8 +18,8 @@ PACKAGES = [
     # test checks on the host: decoding the fabric capture; rendering the
     # trace report (./hcasim trace export --html) headless
     "tshark", "chromium",
-    # guest image
-    "debootstrap", "e2fsprogs", "cpio", "xz-utils", "zstd",
+    # guest image; a user kernel's initramfs (kmod's modprobe reads its tree)
+    "debootstrap", "e2fsprogs", "cpio", "xz-utils", "zstd", "kmod",
 ]
 
 SRC_LIST = Path("/etc/apt/sources.list.d/hcasim-deb-src.sources")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hcasim import fault, inspect_hca, pci_fault, rundir
+from hcasim import fault, initramfs, inspect_hca, pci_fault, rundir
 from hcasim.fabric_ctl import fabric_command
 from hcasim.build import artifacts
 from hcasim.common import ROOT, RUNS, say
@@ -41,8 +41,11 @@ class VmOptions:
     builtin_sm: bool = True     # the fabric's subnet manager and SA (off: run opensm in a guest)
     capture: bool = True        # write fabric.pcapng in the run directory
     fabric_args: list = field(default_factory=list)
-    modules: str = ""           # a directory <kernel release>/*.ko: the guest loads these instead of its own
-    kernel: str = ""            # a user-supplied kernel image (no initramfs: virtio-blk, ext4, 9p, virtio-net built in)
+    modules: str = ""           # a directory <kernel release>/*.ko: the guest loads these instead of its own;
+                                # with kernel=, that kernel's whole module tree
+    kernel: str = ""            # a user-supplied kernel image
+    initrd: str = ""            # set by stage_modules(): the initramfs made for a modular user kernel
+    kernel_line: str = ""       # a guest test's kernel=LINE: a Debian release whose kernel package to boot
     test_fault: str = ""        # test-only: a deliberate device bug (x-test-fault)
     faults: list = field(default_factory=list)  # faults armed at power-on (docs/FAULTS.md)
 
@@ -134,8 +137,14 @@ class Cluster:
         append = (f"console=ttyS0 root=/dev/vda rw panic=-1 "
                   f"hcasim.node={i} hcasim.nodes={self.opts.nodes} hcasim.mode={mode} {self.opts.extra_append}")
         if self.opts.kernel:
-            # No initramfs for a user kernel: the root disk is mounted by the
-            # kernel itself and our init runs directly.
+            append += " hcasim.kernel=user"
+        if self.opts.kernel and self.opts.initrd:
+            # A modular user kernel: the image's initramfs with its modules.
+            boot = ["-kernel", self.opts.kernel, "-initrd", self.opts.initrd]
+        elif self.opts.kernel:
+            # A user kernel without a module tree: the root disk is mounted
+            # by the kernel itself (virtio-blk and ext4 built in) and our
+            # init runs directly.
             append += " rootfstype=ext4 init=/usr/sbin/hcasim-init"
             boot = ["-kernel", self.opts.kernel]
         else:
@@ -400,6 +409,45 @@ class NodeResult:
     output: str
 
 
+def stage_modules(run_dir, opts):
+    """--modules into the run directory (/hcasim/modules in the guest): the
+    driver under test built from source (./hcasim driver build), or with
+    --kernel that kernel's whole module tree. A modular user kernel gets an
+    initramfs made from its tree (opts.initrd; tools/hcasim/initramfs.py);
+    a kernel that could not boot as a guest is refused here, saying why."""
+    release = initramfs.kernel_release(opts.kernel) if opts.kernel else ""
+    if not opts.modules:
+        return
+    src = Path(opts.modules)
+    tree = initramfs.module_tree(src, release) if release else None
+    if release and tree is None:
+        raise initramfs.KernelError(f"--modules {src}: no module tree {release}/ (modules.dep, or kernel/ and "
+                                    f"modules.order) for kernel {opts.kernel}")
+    if tree is None and (not src.is_dir() or not any(src.glob("*/*.ko"))):
+        raise RuntimeError(f"--modules {src}: expected <kernel release>/*.ko inside")
+    # A copy, not links: the guest may write to its share.
+    shutil.copytree(src, run_dir / "modules", symlinks=False)
+    if tree is not None:
+        staged = run_dir / "modules" / release
+        initramfs.depmod(staged, release)
+        out = rundir.host_side(run_dir, create=True) / "initrd.img"
+        mods = initramfs.build(artifacts()["initrd"], staged, release, out)
+        opts.initrd = str(out)
+        say(f"kernel {release}: initramfs with {len(mods)} modules of its tree")
+
+
+def drop_module_tree(run_dir, opts):
+    """A user kernel's module tree (hundreds of MB) leaves the run directory
+    with the guests; a note says where it came from."""
+    if opts.initrd and (run_dir / "modules").is_dir():
+        shutil.rmtree(run_dir / "modules", ignore_errors=True)
+        run_fd = rundir.open_dir(run_dir)
+        try:
+            rundir.write_file(run_fd, "modules-source.txt", f"kernel {opts.kernel}\nmodules {opts.modules}\n".encode())
+        finally:
+            os.close(run_fd)
+
+
 def run_script(script, opts, name="run", quiet=False):
     """Boots opts.nodes guests, runs script in each, collects the results.
     Returns (run_dir, [NodeResult])."""
@@ -407,12 +455,7 @@ def run_script(script, opts, name="run", quiet=False):
     shutil.copy(script, run_dir / "script.sh")
     # Helper programs of the guest tests, at /hcasim/py in every guest.
     shutil.copytree(ROOT / "testbench" / "guest" / "py", run_dir / "py")
-    # The driver under test built from source (./hcasim driver build).
-    if opts.modules:
-        src = Path(opts.modules)
-        if not src.is_dir() or not any(src.glob("*/*.ko")):
-            raise RuntimeError(f"--modules {src}: expected <kernel release>/*.ko inside")
-        shutil.copytree(src, run_dir / "modules")
+    stage_modules(run_dir, opts)
     # Guest modules of ours (guest-driver/), when built: /hcasim/kverbs.
     kverbs = ROOT / "build" / "kverbs"
     if kverbs.is_dir():
@@ -441,6 +484,7 @@ def run_script(script, opts, name="run", quiet=False):
         if relay:
             relay.stop()
         cluster.stop()
+        drop_module_tree(run_dir, opts)
     results = []
     run_fd = rundir.open_dir(run_dir)
     try:
@@ -457,6 +501,7 @@ def run_script(script, opts, name="run", quiet=False):
 
 def boot_interactive(opts):
     run_dir = new_run_dir("boot")
+    stage_modules(run_dir, opts)
     cluster = Cluster(run_dir, opts)
     say(f"booting {opts.nodes} node(s); node0's console follows (Ctrl-a x quits); run directory {run_dir}")
     try:
@@ -467,4 +512,5 @@ def boot_interactive(opts):
         first.wait()
     finally:
         cluster.stop()
+        drop_module_tree(run_dir, opts)
     return run_dir

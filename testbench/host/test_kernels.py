@@ -1,0 +1,105 @@
+"""User kernels (tools/hcasim/initramfs.py): the release read from a bzImage,
+what counts as a module tree, the refusal of a kernel that could not boot
+as a guest, and the initramfs made from Debian's own kernel packages when
+./hcasim kernel fetch has cached them."""
+import gzip
+import struct
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from hcasim import initramfs
+from hcasim.common import CACHE, ROOT
+
+
+def fake_bzimage(path, version):
+    data = bytearray(0x400)
+    data[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", data, 0x20E, 0x100)  # the string at 0x300
+    v = version.encode() + b" (builder@host) #1 SMP\0"
+    data[0x300:0x300 + len(v)] = v
+    Path(path).write_bytes(bytes(data))
+
+
+class ReleaseTest(unittest.TestCase):
+    def test_release_from_the_setup_header(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake_bzimage(f"{d}/bz", "6.12.118+deb13-amd64")
+            self.assertEqual(initramfs.kernel_release(f"{d}/bz"), "6.12.118+deb13-amd64")
+
+    def test_not_a_bzimage_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            Path(f"{d}/elf").write_bytes(b"\x7fELF" + bytes(0x400))
+            with self.assertRaisesRegex(initramfs.KernelError, "not an x86 bzImage"):
+                initramfs.kernel_release(f"{d}/elf")
+
+
+class TreeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.mods = Path(self.tmp.name)
+        self.tree = self.mods / "9.9.9"
+        self.tree.mkdir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_what_counts_as_a_tree(self):
+        self.assertIsNone(initramfs.module_tree(self.mods, "9.9.9"))  # empty
+        (self.tree / "mlx5_core.ko").touch()
+        self.assertIsNone(initramfs.module_tree(self.mods, "9.9.9"))  # replacement modules only
+        (self.tree / "kernel").mkdir()
+        (self.tree / "modules.order").touch()
+        self.assertEqual(initramfs.module_tree(self.mods, "9.9.9"), self.tree)  # a package's, before depmod
+        self.assertIsNone(initramfs.module_tree(self.mods, "1.0.0"))
+
+    def test_built_in_modules_need_nothing(self):
+        (self.tree / "modules.builtin").write_text(
+            "".join(f"kernel/x/{n}.ko\n" for n in initramfs.NEEDED))
+        (self.tree / "modules.dep").write_text("")
+        self.assertEqual(initramfs.load_order(self.tree, "9.9.9"), [])
+
+    def test_what_is_missing_is_named(self):
+        builtin = [n for n in initramfs.NEEDED if n not in ("virtio_blk", "9p")]
+        (self.tree / "modules.builtin").write_text("".join(f"kernel/x/{n}.ko\n" for n in builtin))
+        (self.tree / "modules.dep").write_text("")
+        with self.assertRaises(initramfs.KernelError) as e:
+            initramfs.load_order(self.tree, "9.9.9")
+        msg = str(e.exception)
+        self.assertIn("virtio_blk (the root disk", msg)
+        self.assertIn("9p (the run directory", msg)
+        self.assertNotIn("ext4", msg)
+
+
+class DebianPackageTest(unittest.TestCase):
+    """Debian's kernel packages fetched by ./hcasim kernel fetch (cached)."""
+
+    def test_initramfs_of_each_cached_kernel(self):
+        kernels = sorted((CACHE / "kernels").glob("*/.complete"))
+        initrd = ROOT / "build" / "image" / "initrd.img"
+        if not kernels or not initrd.exists():
+            self.skipTest("no cached Debian kernel (./hcasim kernel fetch LINE) or no guest image")
+        for done in kernels:
+            d = done.parent
+            with self.subTest(kernel=d.name):
+                release = initramfs.kernel_release(d / "vmlinuz")
+                tree = initramfs.module_tree(d / "modules", release)
+                self.assertIsNotNone(tree)
+                with tempfile.TemporaryDirectory() as tmp:
+                    mods = initramfs.build(initrd, tree, release, f"{tmp}/initrd.img")
+                    names = {Path(m).name for m in mods}
+                    for need in ("virtio_blk.ko", "ext4.ko", "9p.ko", "virtio_net.ko"):
+                        self.assertIn(need, names)  # Debian builds them as modules
+                    listing = subprocess.run(["cpio", "-it", "--quiet"], capture_output=True, check=True,
+                                             input=gzip.decompress(Path(f"{tmp}/initrd.img").read_bytes())).stdout
+                    files = set(listing.decode().split())
+                    self.assertIn("init", files)
+                    self.assertIn("bin/busybox", files)
+                    for m in mods:
+                        self.assertIn(f"lib/modules/{m}", files)
+                        self.assertTrue(m.endswith(".ko"))  # decompressed for busybox insmod
+
+
+if __name__ == "__main__":
+    unittest.main()
