@@ -43,9 +43,14 @@ SUITES = {
                "CQEs; lost CQEs and EQEs; QP, CQ, SRQ and port events; page requests; fatal health and the "
                "driver's recovery; link down, flap, retrain, ClientReregister, SM gone, partition, loss, "
                "duplicates, reordering; firmware death, an error CQE and page requests under iperf3 and "
-               "ib_write_bw; AER errors, hot-unplug and re-plug, a surprise removal (docs/FAULTS.md)",
+               "ib_write_bw; a late completion and a lost interrupt under IPoIB; general events; AER errors, "
+               "hot-unplug and re-plug, a surprise removal (docs/FAULTS.md)",
                ["17-faults", "18-faults-slow", "19-faults-ipoib", "20-faults-link", "21-faults-traffic",
                 "22-faults-pci"]),
+    "kernels": ("Debian's current kernel packages of bookworm (6.1), trixie (6.12) and sid (7.2) booted as user "
+                "kernels (--kernel/--modules, an initramfs from each package's tree): probe, Active port, IPoIB, "
+                "RC and UD pingpongs with their stock mlx5 drivers",
+                ["23-kernel-bookworm", "24-kernel-trixie", "25-kernel-sid"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from hcasim import build, clues, vm
+from hcasim import build, clues, kernels, vm
 from hcasim.common import BUILD, ROOT, SAN_BUILD, capture, run, say
 
 GUEST_DIR = ROOT / "testbench" / "guest"
@@ -52,6 +52,8 @@ def guest_header(script):
     e.g. fabric-arg=--drop=1), include=FILE (a file of testbench/guest/
     prepended after lib.sh), env=K=V (exported before the script),
     append=ARG (repeatable: added to the guest kernel's command line),
+    kernel=LINE (boot the current Debian kernel package of LINE, bookworm,
+    trixie or sid, through --kernel/--modules: tools/hcasim/kernels.py),
     ci=0 (a long test: ./hcasim suite runs it, ./hcasim test does not)."""
     opts = {"nodes": "1", "timeout": "300", "reboot": "0", "sm": "1", "fabric": "1"}
     fabric_args, includes = [], []
@@ -75,7 +77,7 @@ def guest_header(script):
                     opts[k] = v
     vmo = vm.VmOptions(nodes=int(opts["nodes"]), timeout=float(opts["timeout"]), allow_reboot=opts["reboot"] == "1",
                        builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args,
-                       extra_append=" ".join(append))
+                       extra_append=" ".join(append), kernel_line=opts.get("kernel", ""))
     return vmo, includes, env
 
 
@@ -125,6 +127,9 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
     if expect_dmesg:
         env = env + [f"HCASIM_EXPECT_DMESG={expect_dmesg}"]
     opts.modules, opts.kernel, opts.test_fault = modules, kernel, test_fault
+    if opts.kernel_line and not kernel:
+        k, m = kernels.fetch(opts.kernel_line)
+        opts.kernel, opts.modules = str(k), str(m)
     run_dir_parent = BUILD / "guest-tests"
     run_dir_parent.mkdir(parents=True, exist_ok=True)
     combined = run_dir_parent / script.name
