@@ -1,4 +1,4 @@
-# hcasim-test: nodes=2 timeout=1200
+# hcasim-test: nodes=2 timeout=1200 quick-timeout=800
 # IPoIB (datagram mode) between two VMs over the simulated fabric: carrier,
 # ping both ways (also fragmented and IPv6 link-local), iperf3 both ways next
 # to iperf3 over the virtio-net management network, 1 % fabric loss, 20 ib0

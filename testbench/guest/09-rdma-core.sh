@@ -1,4 +1,4 @@
-# hcasim-test: nodes=1 timeout=1800
+# hcasim-test: nodes=1 timeout=1800 quick-timeout=600
 # The rdma-core test suite (pyverbs, run_tests.py --dev mlx5_0) on the
 # virtual HCA with the port ACTIVE (fabric SM) and an IPoIB address for the
 # RDMA-CM tests: every test must have the outcome py/rdma-core-expected.txt
@@ -21,7 +21,7 @@ cd /opt/rdma-tests || exit 1
 only=$(reps "" "tests.test_device.,tests.test_pd.,tests.test_cq.,tests.test_qp.,tests.test_qpex.,tests.test_atomic.,tests.test_mlx5_cq.,tests.test_addr.")
 kargs=()
 for p in ${only//,/ }; do kargs+=(-k "$p"); done
-timeout 1500 python3 run_tests.py --dev mlx5_0 -v "${kargs[@]}" > /tmp/rdma-core.txt 2>&1
+timeout "$(reps 1500 400)" python3 run_tests.py --dev mlx5_0 -v "${kargs[@]}" > /tmp/rdma-core.txt 2>&1
 echo "# run_tests.py exit status $?"
 cp /tmp/rdma-core.txt /hcasim/node$HCASIM_NODE/rdma-core-tests.txt
 python3 /hcasim/py/rdma_core_check.py ${only:+--only "$only"} /tmp/rdma-core.txt /hcasim/py/rdma-core-expected.txt

@@ -1,4 +1,4 @@
-# hcasim-test: nodes=2 timeout=1800
+# hcasim-test: nodes=2 timeout=1800 quick-timeout=1200
 # perftest between two VMs over the virtual HCAs: bandwidth and latency of
 # SEND (RC, UC, UD), RDMA WRITE (RC, UC), RDMA READ and both atomics, with
 # 4 QPs, an SRQ, inline data, post lists and all message sizes; then the

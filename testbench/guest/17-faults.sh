@@ -1,4 +1,4 @@
-# hcasim-test: nodes=1 timeout=1200
+# hcasim-test: nodes=1 timeout=1200 quick-timeout=500
 # Fault injection (docs/FAULTS.md) and the unmodified driver's reaction,
 # armed from inside the guest through the run's relay and QMP:
 #  - verbs-visible faults (pyverbs, fault_verbs.py): a command status, a

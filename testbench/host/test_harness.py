@@ -6,15 +6,18 @@ a guest could make with 9p security_model=none; the relay must not rely on
 the 9p model."""
 import json
 import os
+import re
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
 from pathlib import Path
 
-from hcasim import pci_fault, rundir, vm
+from hcasim import pci_fault, postmortem, rundir, vm
 
 
 class FakeFabric(threading.Thread):
@@ -286,6 +289,73 @@ class PciFaultTest(unittest.TestCase):
         ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-unplug")
         self.assertFalse(ok)
         self.assertIn("not found", text)
+
+
+class PostMortemTest(unittest.TestCase):
+    """A guest that runs out of time: before the kill, the harness records
+    which QEMU threads burned CPU, what QMP says (or that it did not answer),
+    and the tails of the guest's files, read without following what a guest
+    planted; the runner prints it as clues."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="hcasim-pm-"))
+        self.run_dir = self.tmp / "run"
+        (self.run_dir / "node0").mkdir(parents=True)
+        secret = self.tmp / "secret"
+        secret.write_text("SECRET\n")
+        (self.run_dir / "node0" / "dmesg.txt").symlink_to(secret)
+        # Larger than anything read whole: only its tail is read.
+        (self.run_dir / "node0" / "output.log").write_text("x" * (8 << 20) + "\nok 1 - booted\n# waiting for ever\n")
+        self.sock = self.tmp / "qmp.sock"
+        # A stand-in for QEMU: one thread spinning, one asleep.
+        self.proc = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
+                                      "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                                      "while True: pass\n"])
+        self.addCleanup(self.proc.wait)
+        self.addCleanup(self.proc.kill)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_busy_threads_qmp_state_and_tails(self):
+        q = FakeQmp(self.sock, {"query-status": {"status": "running", "running": True},
+                                "human-monitor-command": "* CPU #0: thread_id=1\n  CPU #1: thread_id=2 (halted)\n",
+                                "qom-get": "HCA: state=initialized\nport 1: Active lid=2\nEQs: 5\n"})
+        q.start()
+        self.addCleanup(setattr, q, "stopping", True)
+        postmortem.record(self.proc.pid, self.sock, self.run_dir, 0)
+        lines = postmortem.summary(self.run_dir, 0)
+        text = "\n".join(lines)
+        busy = re.search(r"CPU over 2 s: \S+ (\d+)%", text)
+        self.assertTrue(busy and int(busy.group(1)) >= 50, text)
+        self.assertIn("run state: running", text)
+        self.assertIn("CPU #1: thread_id=2 (halted)", text)
+        self.assertIn("device: HCA: state=initialized", text)
+        self.assertIn("# waiting for ever", text)
+        self.assertIn("node0/dmesg.txt: empty or missing", (rundir.host_side(self.run_dir) /
+                                                            "node0-timeout.txt").read_text())
+        self.assertNotIn("SECRET", text)
+        self.assertEqual([c["execute"] for c in q.commands][:2], ["qmp_capabilities", "query-status"])
+
+    def test_a_silent_monitor_is_named(self):
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(str(self.sock))
+        srv.listen(1)  # accepts the connection, never greets: a stuck main loop
+        self.addCleanup(srv.close)
+        postmortem.record(self.proc.pid, self.sock, self.run_dir, 0)
+        text = "\n".join(postmortem.summary(self.run_dir, 0))
+        self.assertIn("QMP did not answer within 3 s", text)
+        self.assertIn("main loop is not returning", text)
+
+    def test_the_runner_records_it_at_the_deadline(self):
+        class Opts:
+            timeout = 1.0
+        cluster = vm.Cluster.__new__(vm.Cluster)
+        cluster.run_dir, cluster.opts, cluster.sock_dir = self.run_dir, Opts, self.tmp
+        cluster.vms = [self.proc]
+        self.assertEqual(cluster.wait(1.0), [0])
+        self.assertIsNotNone(self.proc.poll())
+        self.assertTrue(any("QMP did not answer" in l for l in postmortem.summary(self.run_dir, 0)))
 
 
 class ResultReadTest(unittest.TestCase):

@@ -3,7 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hcasim import build, demo, driver, fault, initramfs, kernels, suite, testing, vm
+from hcasim import build, clues, demo, driver, fault, initramfs, kernels, suite, testing, vm
 from hcasim.common import die, say
 
 
@@ -94,6 +94,9 @@ def cmd_run(a):
         say(f"node{r.node}: {state}; output {run_dir}/node{r.node}/output.log")
         if r.exit_code != 0:
             rc = 1
+    if rc:
+        for h in clues.clues(run_dir):
+            say(f"  clue: {h}")
     print(run_dir)
     return rc
 

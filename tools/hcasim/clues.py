@@ -3,6 +3,8 @@ each failure): the failing checks with the diagnostics above them, the
 programs' complaints, kernel warnings and the device's guest errors."""
 import re
 
+from hcasim import postmortem
+
 
 BAD_DMESG = re.compile(r"mlx5.*(error|fail|timeout|WARN)|WARNING:|Call Trace|BUG:|Oops|ib.*(error|fail|timed out)")
 
@@ -16,7 +18,9 @@ def clues(run_dir, limit=4):
     kernel warnings, and the device's own complaints (guest errors, test
     faults), the first few of each per node."""
     out = []
-    for nd in sorted(run_dir.glob("node*")):
+    for nd in sorted(d for d in run_dir.glob("node*") if re.fullmatch(r"node\d+", d.name)):
+        # A node the harness stopped at its deadline: what it was doing.
+        out += [f"{nd.name} at the deadline: {l[:200]}" for l in postmortem.summary(run_dir, int(nd.name[4:]))]
         log = nd / "output.log"
         if log.exists():
             lines = log.read_text(errors="replace").splitlines()

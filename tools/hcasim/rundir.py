@@ -59,9 +59,25 @@ def read_file(dir_fd, name, limit):
         os.close(fd)
 
 
-def read_path(root_fd, rel, limit):
-    """read_file for a relative path (a/b/c) under root_fd, every directory
-    on the way opened without following links."""
+def read_tail(dir_fd, name, nbytes):
+    """The last nbytes (at most) of the regular file name in dir_fd, however
+    large it is; Refused for anything but a regular file."""
+    try:
+        fd = os.open(name, _READ, dir_fd=dir_fd)
+    except OSError as e:
+        raise Refused(e.errno, f"{name}: cannot open without following links ({e.strerror})") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(0, f"{name}: not a regular file")
+        return os.pread(fd, nbytes, max(0, st.st_size - nbytes))
+    finally:
+        os.close(fd)
+
+
+def _walk(root_fd, rel, read):
+    """read(dir fd, name) for a relative path (a/b/c) under root_fd, every
+    directory on the way opened without following links."""
     parts = [p for p in str(rel).split("/") if p]
     if not parts or any(p in (".", "..") for p in parts):
         raise Refused(0, f"{rel}: not a plain relative path")
@@ -71,10 +87,20 @@ def read_path(root_fd, rel, limit):
         for p in parts[:-1]:
             fd = open_dir(p, dir_fd=fd)
             opened.append(fd)
-        return read_file(fd, parts[-1], limit)
+        return read(fd, parts[-1])
     finally:
         for o in opened:
             os.close(o)
+
+
+def read_path(root_fd, rel, limit):
+    """read_file for a relative path (a/b/c) under root_fd."""
+    return _walk(root_fd, rel, lambda fd, name: read_file(fd, name, limit))
+
+
+def read_path_tail(root_fd, rel, nbytes):
+    """read_tail for a relative path (a/b/c) under root_fd."""
+    return _walk(root_fd, rel, lambda fd, name: read_tail(fd, name, nbytes))
 
 
 def create_file(dir_fd, name, mode=0o644):

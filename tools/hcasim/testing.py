@@ -46,12 +46,14 @@ def ctest(tree, label):
     return outcomes
 
 
-def guest_header(script):
+def guest_header(script, depth="full"):
     """The "# hcasim-test: k=v ..." line: nodes, timeout, reboot=1, sm=0
     (no built-in SM: opensm in a guest), fabric=0, fabric-arg=OPT (repeatable,
     e.g. fabric-arg=--drop=1), include=FILE (a file of testbench/guest/
     prepended after lib.sh), env=K=V (exported before the script),
     append=ARG (repeatable: added to the guest kernel's command line),
+    quick-timeout=SECONDS (the budget of ./hcasim test's quick depth, when
+    the full depth's would waste CI time on a hung guest),
     kernel=LINE (boot the current Debian kernel package of LINE, bookworm,
     trixie or sid, through --kernel/--modules: tools/hcasim/kernels.py),
     ci=0 (a long test: ./hcasim suite runs it, ./hcasim test does not)."""
@@ -75,7 +77,8 @@ def guest_header(script):
                     pass
                 else:
                     opts[k] = v
-    vmo = vm.VmOptions(nodes=int(opts["nodes"]), timeout=float(opts["timeout"]), allow_reboot=opts["reboot"] == "1",
+    timeout = opts["quick-timeout"] if depth == "quick" and "quick-timeout" in opts else opts["timeout"]
+    vmo = vm.VmOptions(nodes=int(opts["nodes"]), timeout=float(timeout), allow_reboot=opts["reboot"] == "1",
                        builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args,
                        extra_append=" ".join(append), kernel_line=opts.get("kernel", ""))
     return vmo, includes, env
@@ -122,7 +125,7 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
     shortens the stress loops and subsets (lib.sh's reps); timing, a dict,
     gets {script stem: (wall seconds, time_split)}."""
     t0 = time.monotonic()
-    opts, includes, env = guest_header(script)
+    opts, includes, env = guest_header(script, depth)
     env = env + [f"HCASIM_DEPTH={depth}"]
     if expect_dmesg:
         env = env + [f"HCASIM_EXPECT_DMESG={expect_dmesg}"]
@@ -166,6 +169,11 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
     where = "" if not split else " (" + ", ".join(f"{k} {v:.0f}s" for k, v in split.items()) + ")"
     say(f"  {sum(o.passed for o in outcomes)} passed, {sum(not o.passed for o in outcomes)} failed in "
         f"{wall:.0f}s{where}; artifacts in {run_dir}")
+    if not all(o.passed for o in outcomes) and not test_fault:
+        # What the artifacts say, in the log itself: a CI run's run
+        # directory is gone by the time anyone reads it.
+        for h in clues.clues(Path(run_dir)):
+            say(f"  clue: {h}")
     return outcomes
 
 

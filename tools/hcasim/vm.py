@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hcasim import fault, initramfs, inspect_hca, pci_fault, rundir
+from hcasim import fault, initramfs, inspect_hca, pci_fault, postmortem, rundir
 from hcasim.fabric_ctl import fabric_command
 from hcasim.build import artifacts
 from hcasim.common import ROOT, RUNS, say
@@ -151,7 +151,7 @@ class Cluster:
             boot = ["-kernel", a["kernel"], "-initrd", a["initrd"]]
         cmd = [
             a["qemu"], "-L", "/usr/share/seabios", "-L", "/usr/share/qemu",
-            "-name", f"node{i}",
+            "-name", f"node{i},debug-threads=on",  # thread names for the post-mortem
             "-machine", f"q35,accel={self.opts.accel}", "-cpu", "max",
             "-smp", str(self.opts.smp), "-m", self.opts.mem,
             "-display", "none", "-vga", "none", "-nic", "none",
@@ -220,6 +220,9 @@ class Cluster:
                     continue
                 if now >= deadline:
                     timed_out.append(i)
+                    # What it was doing, for the runner's clues, before
+                    # the kill loses it.
+                    postmortem.record(p.pid, self.sock_dir / f"node{i}.qmp", self.run_dir, i)
                     self._kill(p)
                 elif os.path.lexists(self.run_dir / f"node{i}" / "exit-code"):
                     ended.setdefault(i, now)
