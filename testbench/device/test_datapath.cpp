@@ -99,6 +99,7 @@ TEST_CASE("Q_Key mismatch and missing receive WQE drop, a short buffer completes
     REQUIRE(e);
     CHECK(cqe_opcode(*e) == hca::kCqeRespErr);
     CHECK((*e)[0x37] == hca::kSyndLocalLength);
+    CHECK((*e)[0x36] == 0x68);  // vendor_err_synd
 }
 
 TEST_CASE("multicast: every attached QP receives, the sender's own included", "[dp][mcast]") {
@@ -182,6 +183,7 @@ TEST_CASE("a bad lkey: local protection error, UD QP to SQ error, later sends fl
     REQUIRE(e);
     CHECK(cqe_opcode(*e) == hca::kCqeReqErr);
     CHECK((*e)[0x37] == hca::kSyndWrFlush);
+    CHECK((*e)[0x36] == 0xf9);  // vendor_err_synd
     // A packet to the QP in SQ error is still received.
     s.d.post_ud_send(bq, 5, a.qpn, 1, {{s.lkey, s.buffer(8, 0), 8}});
     REQUIRE(s.d.next_cqe(s.scq));
@@ -220,6 +222,7 @@ TEST_CASE("a QP moved to error: posted and later WQEs flushed, receives through 
     while (auto c = s.d.next_cqe(s.rcq)) {
         CHECK(cqe_opcode(*c) == hca::kCqeRespErr);
         CHECK((*c)[0x37] == hca::kSyndWrFlush);
+        CHECK((*c)[0x36] == 0xf9);  // vendor_err_synd
         ++flushed;
     }
     CHECK(flushed == 2);
@@ -227,6 +230,7 @@ TEST_CASE("a QP moved to error: posted and later WQEs flushed, receives through 
     e = s.d.next_cqe(s.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndWrFlush);
+    CHECK((*e)[0x36] == 0xf9);  // vendor_err_synd
     // A receive posted while in error is flushed by the record poller (no RQ doorbell).
     s.d.post_recv(a, s.lkey, rbuf, 512);
     CHECK(!s.d.next_cqe(s.rcq));
@@ -234,6 +238,7 @@ TEST_CASE("a QP moved to error: posted and later WQEs flushed, receives through 
     e = s.d.next_cqe(s.rcq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndWrFlush);
+    CHECK((*e)[0x36] == 0xf9);  // vendor_err_synd
     CHECK(hca::load_be16(e->data() + 0x3c) == 2);
     // Left in error with nothing posted, the poll backs off to 64 ms (no
     // timer every 2 ms forever), still sees a late receive, then is quick again.
@@ -242,6 +247,7 @@ TEST_CASE("a QP moved to error: posted and later WQEs flushed, receives through 
             s.b.advance(1'000'000);
             if (auto c = s.d.next_cqe(s.rcq)) {
                 CHECK((*c)[0x37] == hca::kSyndWrFlush);
+                CHECK((*c)[0x36] == 0xf9);  // vendor_err_synd
                 return ms;
             }
         }

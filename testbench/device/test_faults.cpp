@@ -204,6 +204,7 @@ TEST_CASE("error-cqe: the QP's next send completes in error with the syndrome; t
     REQUIRE(e);
     CHECK(cqe_opcode(*e) == hca::kCqeReqErr);
     CHECK((*e)[0x37] == 0x4);  // local protection
+    CHECK((*e)[0x36] == 0x52);  // its vendor syndrome on a requester
     auto flushed = s.d.next_cqe(s.scq);
     REQUIRE(flushed);
     CHECK(cqe_opcode(*flushed) == hca::kCqeReqErr);

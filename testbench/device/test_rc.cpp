@@ -106,6 +106,7 @@ TEST_CASE("RC RNR retries run out: RNR retry exceeded", "[rc]") {
     REQUIRE(e);
     CHECK(op(*e) == hca::kCqeReqErr);
     CHECK((*e)[0x37] == hca::kSyndRnrRetryExc);
+    CHECK((*e)[0x36] == 0x82);  // vendor_err_synd
     CHECK(p.w.a.dev.qps.find(p.qa.qpn)->state == hca::QpState::Err);
 }
 
@@ -147,6 +148,7 @@ TEST_CASE("RC: a dead peer exhausts the retry count", "[rc]") {
     auto e = p.a.d.next_cqe(p.a.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndTransportRetryExc);
+    CHECK((*e)[0x36] == 0x81);  // vendor_err_synd
 }
 
 TEST_CASE("RC remote access error: bad rkey on the requester, both sides in error", "[rc]") {
@@ -159,9 +161,11 @@ TEST_CASE("RC remote access error: bad rkey on the requester, both sides in erro
     REQUIRE(e);
     CHECK(op(*e) == hca::kCqeReqErr);
     CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+    CHECK((*e)[0x36] == 0x88);  // vendor_err_synd
     auto f = p.a.d.next_cqe(p.a.scq);
     REQUIRE(f);
     CHECK((*f)[0x37] == hca::kSyndWrFlush);
+    CHECK((*f)[0x36] == 0xf9);  // vendor_err_synd
     CHECK(p.w.a.dev.qps.find(p.qa.qpn)->state == hca::QpState::Err);
     CHECK(p.w.b.dev.qps.find(p.qb.qpn)->state == hca::QpState::Err);
     // A read past the end of the remote region is refused the same way.
@@ -172,6 +176,7 @@ TEST_CASE("RC remote access error: bad rkey on the requester, both sides in erro
     e = q.a.d.next_cqe(q.a.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+    CHECK((*e)[0x36] == 0x88);  // vendor_err_synd
 }
 
 TEST_CASE("RC responder errors without a receive completion raise an affiliated async error on its QP",
@@ -192,6 +197,7 @@ TEST_CASE("RC responder errors without a receive completion raise an affiliated 
     auto e = p.a.d.next_cqe(p.a.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+    CHECK((*e)[0x36] == 0x88);  // vendor_err_synd
     auto ev = p.b.d.next_eqe(aeq_b);
     REQUIRE(ev);
     CHECK((*ev)[1] == hca::kEventWqAccessErr);
@@ -208,6 +214,7 @@ TEST_CASE("RC responder errors without a receive completion raise an affiliated 
     e = q.a.d.next_cqe(q.a.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndRemoteInvalReq);
+    CHECK((*e)[0x36] == 0x8a);  // vendor_err_synd
     ev = q.b.d.next_eqe(aeq_q);
     REQUIRE(ev);
     CHECK((*ev)[1] == hca::kEventWqInvalReq);
@@ -223,6 +230,7 @@ TEST_CASE("RC responder errors without a receive completion raise an affiliated 
     e = r.b.d.next_cqe(r.b.rcq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndLocalLength);
+    CHECK((*e)[0x36] == 0x68);  // vendor_err_synd
     CHECK(!r.b.d.next_eqe(aeq_r));
 }
 

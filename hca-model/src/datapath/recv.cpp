@@ -203,12 +203,13 @@ uint8_t QpTable::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::Pack
 void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, uint8_t synd) {
     ErrCqe e{};
     e.syndrome = synd;
+    e.vendor_err_synd = cqe_vendor_syndrome(synd, false);
     e.s_wqe_opcode_qpn.set(qp.qpn);
     e.wqe_counter.set(index);
     e.srqn.set(srqn);
     e.op_own = kCqeRespErr << 4;
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}){}", cqn, qp.qpn,
-               index, cqe_syndrome_name(synd), synd, PktRef{rx_pkt_});
+    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
+               cqn, qp.qpn, index, cqe_syndrome_name(synd), synd, e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
 }
 

@@ -559,12 +559,14 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
 void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome) {
     ErrCqe e{};
     e.syndrome = syndrome;
+    e.vendor_err_synd = cqe_vendor_syndrome(syndrome, true);
     e.s_wqe_opcode_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     e.wqe_counter.set(index);
     e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}){}",
+    dev_.trace(kTrCqe,
+               "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
                qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
-               PktRef{rx_pkt_});
+               e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
 }
 

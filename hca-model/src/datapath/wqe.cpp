@@ -71,4 +71,19 @@ const char *cqe_syndrome_name(uint8_t s) {
     }
 }
 
+uint8_t cqe_vendor_syndrome(uint8_t syndrome, bool requester) {
+    switch (syndrome) {
+    case kSyndLocalLength:
+    case kSyndLocalQpOp: return 0x68;
+    case kSyndLocalProt: return requester ? 0x52 : 0x32;
+    case kSyndWrFlush: return 0xf9;
+    case kSyndRemoteInvalReq: return 0x8a;
+    case kSyndRemoteAccess: return 0x88;
+    case kSyndRemoteOp: return 0x89;
+    case kSyndTransportRetryExc: return 0x81;
+    case kSyndRnrRetryExc: return 0x82;
+    default: return 0;
+    }
+}
+
 }  // namespace hca

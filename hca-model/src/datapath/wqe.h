@@ -206,5 +206,10 @@ enum CqeSyndrome : uint8_t {
     kSyndRemoteAborted = 0x22,
 };
 const char *cqe_syndrome_name(uint8_t s);
+// The vendor_err_synd byte a ConnectX puts next to a syndrome in an error
+// CQE (requester: a REQ_ERR CQE; responder: RESP_ERR). The firmware's own
+// code, not the PRM's; docs/FAULTS.md "Vendor syndromes" gives each value's
+// source.
+uint8_t cqe_vendor_syndrome(uint8_t syndrome, bool requester);
 
 }  // namespace hca

@@ -450,11 +450,12 @@ void QpTable::flush_rq(Qp &qp) {
     while (qp.rq_ci != pi && guard--) {
         ErrCqe e{};
         e.syndrome = kSyndWrFlush;
+        e.vendor_err_synd = cqe_vendor_syndrome(kSyndWrFlush, false);
         e.s_wqe_opcode_qpn.set(qp.qpn);
         e.wqe_counter.set(qp.rq_ci);
         e.op_own = kCqeRespErr << 4;
-        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}", qp.cqn_rcv, qp.qpn,
-                   qp.rq_ci, cqe_syndrome_name(kSyndWrFlush));
+        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={} vendor=0x{:x}", qp.cqn_rcv,
+                   qp.qpn, qp.rq_ci, cqe_syndrome_name(kSyndWrFlush), e.vendor_err_synd);
         dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
         ++qp.rq_ci;
         ++qp.rq_flushed;

@@ -118,6 +118,12 @@ def main():
     print(f"# error-cqe completions: {[(i, status_name(s)) for i, s in st]}")
     check("the WR completes with IBV_WC_LOC_PROT_ERR (syndrome 0x4)", st[:1] == [(31, e.IBV_WC_LOC_PROT_ERR)])
     check("the next WR is flushed", st[1:] == [(32, e.IBV_WC_WR_FLUSH_ERR)])
+    # libmlx5 hands the CQE's vendor_err_synd byte to the application as
+    # wc.vendor_err: a ConnectX-5's codes, not 0.
+    vend = [hex(w.vendor_err) for w in wc]
+    print(f"# error-cqe vendor syndromes: {vend}")
+    check("the error WC carries the vendor syndrome 0x52", vend[:1] == ["0x52"])
+    check("the flushed WC carries the vendor syndrome 0xf9", vend[1:] == ["0xf9"])
     check("the QP is in the error state", p.a.query(e.IBV_QP_STATE)[0].qp_state == e.IBV_QPS_ERR)
     check("no list entry is left (a one-shot fault retires)", hca_fault("list").strip() == "ok")
 
