@@ -9,7 +9,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from hcasim import initramfs
+from hcasim import initramfs, suite, testing
 from hcasim.common import CACHE, ROOT
 
 
@@ -99,6 +99,26 @@ class DebianPackageTest(unittest.TestCase):
                     for m in mods:
                         self.assertIn(f"lib/modules/{m}", files)
                         self.assertTrue(m.endswith(".ko"))  # decompressed for busybox insmod
+
+
+
+class MatrixTest(unittest.TestCase):
+    """./hcasim suite --kernels: which tests a matrix runs. A test that pins
+    its own kernel line is left out; a guest test's name is a suite of one;
+    a quick budget applies only at the quick depth."""
+
+    def test_test_names_are_suites_and_pinned_tests_are_left_out(self):
+        self.assertEqual(suite.expand(["17-faults"]), ["17-faults"])
+        self.assertEqual(suite.SUITES["17-faults"][1], ["17-faults"])
+        self.assertTrue(suite.pinned("24-kernel-trixie"))
+        self.assertFalse(suite.pinned("17-faults"))
+        with self.assertRaises(SystemExit):
+            suite.expand(["no-such-test"])
+
+    def test_quick_timeout(self):
+        script = ROOT / "testbench" / "guest" / "09-rdma-core.sh"
+        self.assertEqual(testing.guest_header(script, "quick")[0].timeout, 600)
+        self.assertEqual(testing.guest_header(script, "full")[0].timeout, 1800)
 
 
 if __name__ == "__main__":

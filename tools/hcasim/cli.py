@@ -142,7 +142,10 @@ def main(argv=None):
 
     s = sub.add_parser("suite", help="driver regression suites in VMs; summary table, JUnit XML, "
                        "'N passed, N failed'")
-    s.add_argument("names", nargs="*", help="suites to run (default all; --list shows them)")
+    s.add_argument("names", nargs="*", help="suites or guest tests to run (default all; --list shows them)")
+    s.add_argument("--kernels", metavar="LINE,...",
+                   help="a matrix: run the suites on the current kernel package of each Debian line "
+                        f"({', '.join(kernels.LINES)}), booted with its own modules; a table test x kernel")
     s.add_argument("--list", action="store_true", help="list the suites and the guest tests they run")
     s.add_argument("--jobs", type=int, default=1,
                    help="guest tests run at once (default 1; each two-VM test wants about 2 cores)")

@@ -4,6 +4,10 @@ needs and asserting on what the guests print.
     ./hcasim suite                 every suite
     ./hcasim suite verbs ipoib     some
     ./hcasim suite --list          what each suite runs
+    ./hcasim suite faults --kernels bookworm,trixie,sid
+                                   a matrix: each suite on each Debian
+                                   kernel line's current kernel package
+    ./hcasim suite 17-faults       one guest test by name
 
 Each suite is a list of guest tests (testbench/guest/NN-*.sh; their TAP
 lines are the checks). A test that two suites share runs once. Results: a
@@ -19,7 +23,7 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hcasim import build, clues, driver, testing
+from hcasim import build, clues, driver, kernels, testing
 from hcasim.common import BUILD, ROOT, die, say
 
 GUEST = ROOT / "testbench" / "guest"
@@ -110,17 +114,72 @@ def junit(path, suites, results):
     ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
 
 
+def expand(names):
+    """The suites named (a guest test's own name is a suite of one)."""
+    for n in names:
+        if n not in SUITES:
+            if not (GUEST / f"{n}.sh").exists():
+                die(f"no suite or guest test '{n}' (./hcasim suite --list)")
+            SUITES[n] = (f"the guest test {n}", [n])
+    return names or list(SUITES)
+
+
+def pinned(name):
+    """A test whose header boots a kernel line of its own (kernel=LINE)."""
+    return testing.guest_header(script_of(name))[0].kernel_line != ""
+
+
+def matrix(a, suites, lines):
+    """Each suite's tests on each kernel line; a table test x kernel."""
+    names = [t for s in suites for t in SUITES[s][1] if not pinned(t)]
+    names = list(dict.fromkeys(names))
+    if not names:
+        die("nothing to run: the tests named pin their own kernel (kernel=LINE)")
+    base = testing.load_baseline()
+    cells, failed = {}, []
+    t0 = time.monotonic()
+    for line in lines:
+        k, m = kernels.fetch(line)
+        say(f"kernel {line}: {', '.join(names)}")
+        extra = {"kernel": str(k), "modules": str(m), "expect_dmesg": a.expect_dmesg or ""}
+        results = run_tests(names, a.jobs, extra)
+        for t in names:
+            outcomes, secs = results[t]
+            testing.apply_baseline(t, outcomes, base)
+            p = sum(o.passed for o in outcomes)
+            cells[t, line] = (p, len(outcomes) - p, secs)
+            failed += [(line, t, o) for o in outcomes if not o.passed]
+    print(f"\n{'test':20}" + "".join(f" {line:>20}" for line in lines) + "   (passed/failed, seconds)")
+    for t in names:
+        row = "".join(f" {f'{cells[t, line][0]}/{cells[t, line][1]}, {cells[t, line][2]:.0f}s':>20}"
+                      for line in lines)
+        print(f"{t:20}{row}")
+    if failed:
+        print("\nFailures:")
+        for line, t, o in failed:
+            print(f"  [{line}] [{t}] {o.name}")
+        for d in sorted({o.detail for _, _, o in failed if o.detail}):
+            print(f"  artifacts: {d}")
+            for h in clues.clues(Path(d)):
+                print(f"    {h}")
+    total_pass = sum(c[0] for c in cells.values())
+    print(f"\nwall time {time.monotonic() - t0:.0f}s")
+    print(f"{total_pass} passed, {len(failed)} failed")
+    return 0 if not failed and total_pass else 1
+
+
 def main(a):
     if a.list:
         for name, (what, tests) in SUITES.items():
             print(f"{name:10} {what}\n{'':10} tests: {', '.join(tests)}")
         return 0
-    suites = a.names or list(SUITES)
-    for s in suites:
-        if s not in SUITES:
-            die(f"no suite '{s}' (./hcasim suite --list)")
+    suites = expand(a.names)
+    if a.kernels and (a.kernel or a.modules or a.test_fault):
+        die("--kernels runs Debian's kernel packages: not with --kernel, --modules or --test-fault")
     if not a.no_build:
         build.everything()
+    if a.kernels:
+        return matrix(a, suites, [line.strip() for line in a.kernels.split(",") if line.strip()])
     extra = {}
     if a.modules or a.kernel or a.test_fault or a.expect_dmesg:
         extra = {"modules": driver.resolve_modules(a.modules), "kernel": a.kernel or "",
