@@ -118,6 +118,33 @@ TEST_CASE("QUERY_ADAPTER board id and vendor, SET_DRIVER_VERSION, ACCESS_REG", "
     CHECK(d.exec(rd, 32).status == 0x03);
 }
 
+TEST_CASE("MFRL: MCAM offers it (6.12 sets up firmware-reset events only then); live patch only", "[hca][reg]") {
+    Bench b;
+    Driver d(b);
+    d.bring_up();
+    auto mcam = Driver::inbox(hca::kOpAccessReg, 1, 16 + ifc::mcam_reg::size_bytes);
+    ifc::set(mcam.data(), ifc::access_register_in::register_id, 0x907f);
+    auto r = d.exec(mcam, 16 + ifc::mcam_reg::size_bytes);
+    REQUIRE(r.status == 0);
+    CHECK(ifc::get(r.out.data() + 16 + ifc::mcam_reg::mng_access_reg_cap_mask.byte(), ifc::mcam_access_reg::mfrl) == 1);
+
+    auto q = Driver::inbox(hca::kOpAccessReg, 1, 16 + ifc::mfrl_reg::size_bytes);
+    ifc::set(q.data(), ifc::access_register_in::register_id, 0x9028);
+    r = d.exec(q, 16 + ifc::mfrl_reg::size_bytes);
+    REQUIRE(r.status == 0);
+    CHECK(ifc::get(r.out.data() + 16, ifc::mfrl_reg::reset_level) == 0x1);  // MLX5_MFRL_REG_RESET_LEVEL0 only
+    CHECK(ifc::get(r.out.data() + 16, ifc::mfrl_reg::reset_state) == 0);   // idle
+    CHECK(d.exec(q, 16 + 4).status == 0x51);                                 // BAD_OUTPUT_LEN
+
+    auto w = q;
+    ifc::set(w.data(), ifc::cmd_in_hdr::op_mod, 0);  // write
+    ifc::set(w.data() + 16, ifc::mfrl_reg::reset_level, 0x1);
+    CHECK(d.exec(w, 16 + ifc::mfrl_reg::size_bytes).status == 0);  // a live patch: accepted
+    ifc::set(w.data() + 16, ifc::mfrl_reg::reset_level, 0x8);      // level 3: the sync reset
+    ifc::set(w.data() + 16, ifc::mfrl_reg::pci_sync_for_fw_update_start, 1);
+    CHECK(d.exec(w, 16 + ifc::mfrl_reg::size_bytes).status == 0x03);
+}
+
 TEST_CASE("UARs: never index 0-2, dealloc checks", "[hca][uar]") {
     Bench b;
     Driver d(b);

@@ -25,7 +25,12 @@ const RegisterDesc kRegisters[] = {
     {kRegPcap, "PCAP", ifc::pcap_reg::size_bytes, &Registers::pcap, true},
     {kRegNodeDesc, "NODE_DESC", 64, &Registers::node_desc, true},
     {kRegMpein, "MPEIN", ifc::mpein_reg::size_bytes, &Registers::mpein, false},
+    {kRegMfrl, "MFRL", ifc::mfrl_reg::size_bytes, &Registers::mfrl, true},
 };
+
+// MFRL reset levels (driver.h MLX5_MFRL_REG_RESET_LEVEL*): level 0 is a
+// live patch of a staged image, level 3 a reset with a PCI link toggle.
+constexpr uint8_t kMfrlLevelLivePatch = 1 << 0;
 
 // Firmware components (MCQS identifier): one boot image, fw.c MCQS_IDENTIFIER_BOOT_IMG.
 constexpr uint16_t kComponentBootImg = 0x1;
@@ -99,6 +104,10 @@ void Registers::mcam(RegAccess &r) {
         uint8_t *mask = r.out.data() + ifc::mcam_reg::mng_access_reg_cap_mask.byte();
         ifc::set(mask, ifc::mcam_access_reg::mcqi, 1);
         ifc::set(mask, ifc::mcam_access_reg::mcqs, 1);
+        // MFRL: the firmware reset levels. Since 6.12 mlx5_core sets up
+        // its firmware-reset events (the live patch notice among them)
+        // only when this bit is set (fw_reset.c mlx5_fw_reset_init()).
+        ifc::set(mask, ifc::mcam_access_reg::mfrl, 1);
     }
     if (ifc::get(r.out.data(), ifc::mcam_reg::feature_group) == 0) {
         // Enhanced features: MPEIN answers the PCI power change event
@@ -189,6 +198,30 @@ void Registers::mpein(RegAccess &r) {
     ifc::set(r.out.data(), ifc::mpein_reg::num_of_pfs, 1);
     ifc::set(r.out.data(), ifc::mpein_reg::pwr_status, slot_power_status_);
     ifc::set(r.out.data(), ifc::mpein_reg::pci_power, slot_power_watts_);
+}
+
+void Registers::mfrl(RegAccess &r) {
+    // Only a live patch is offered: a reset with a PCI link toggle (level 3)
+    // needs the sync-reset handshake, which the device does not model, so
+    // mlx5_core answers "devlink dev reload action fw_activate" with "FW
+    // activate requires reboot" as it does for such a device.
+    if (r.write) {
+        const uint64_t level = ifc::get(r.in.data(), ifc::mfrl_reg::reset_level);
+        if (level != kMfrlLevelLivePatch || ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_start) ||
+            ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_resp)) {
+            r.cmd.fail(Status::BAD_PARAM, "MFRL: reset level 0x{:x} (sync start {}, response {}) is not offered",
+                       level, ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_start),
+                       ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_resp));
+            return;
+        }
+        // A live patch with no staged image: nothing to apply, no event.
+    }
+    if (r.out.size() < ifc::mfrl_reg::size_bytes) {
+        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MFRL needs {} bytes", ifc::mfrl_reg::size_bytes);
+        return;
+    }
+    std::fill(r.out.begin(), r.out.end(), 0);
+    ifc::set(r.out.data(), ifc::mfrl_reg::reset_level, kMfrlLevelLivePatch);
 }
 
 }  // namespace hca

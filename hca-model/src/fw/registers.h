@@ -20,6 +20,7 @@ enum RegisterId : uint16_t {
     kRegMcqi = 0x9061,
     kRegMcam = 0x907f,
     kRegMpein = 0x9050,
+    kRegMfrl = 0x9028,
     kRegHostEndianness = 0x7004,
     kRegPcap = 0x5001,
     kRegNodeDesc = 0x6001,
@@ -47,6 +48,7 @@ class Registers {
     void pcap(RegAccess &r);
     void node_desc(RegAccess &r);
     void mpein(RegAccess &r);
+    void mfrl(RegAccess &r);
 
     // MPEIN pwr_status (events.c: 0 could not be read, 1 sufficient, 2
     // insufficient) and the watts the slot advertises. The slot's, not
