@@ -17,7 +17,7 @@ import time
 import unittest
 from pathlib import Path
 
-from hcasim import pci_fault, postmortem, rundir, vm
+from hcasim import clues, pci_fault, postmortem, rundir, vm
 
 
 class FakeFabric(threading.Thread):
@@ -356,6 +356,17 @@ class PostMortemTest(unittest.TestCase):
         self.assertEqual(cluster.wait(1.0), [0])
         self.assertIsNotNone(self.proc.poll())
         self.assertTrue(any("QMP did not answer" in l for l in postmortem.summary(self.run_dir, 0)))
+
+
+class ClueTest(unittest.TestCase):
+    def test_a_guest_without_its_run_directory_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            (d / "node0").mkdir()
+            (d / "node0" / "console.log").write_text(
+                "[    6.5] 9p: Installing v9fs\nhcasim: cannot mount the run directory over 9p: mount: No such device\n")
+            self.assertEqual(clues.clues(d), ["node0 console: hcasim: cannot mount the run directory over 9p: "
+                                              "mount: No such device"])
 
 
 class ResultReadTest(unittest.TestCase):

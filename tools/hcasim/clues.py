@@ -41,10 +41,12 @@ def clues(run_dir, limit=4):
                     if GUEST_COMPLAINT.search(l) and not l.startswith(("ok ", "not ok ")) and l.strip() not in first]
             out += [f"{nd.name} output: {l[:160]}" for l in first + hits[:limit]]
         console = nd / "console.log"
-        if console.exists() and re.search(r"VFS: Unable to mount root fs|Cannot open root device",
-                                          console.read_text(errors="replace")):
+        text = console.read_text(errors="replace") if console.exists() else ""
+        if re.search(r"VFS: Unable to mount root fs|Cannot open root device", text):
             out.append(f"{nd.name} console: the kernel cannot mount the root disk: a user kernel needs "
                        "virtio_pci, virtio_blk and ext4 built in, or --modules with its module tree")
+        out += [f"{nd.name} console: {m.group(0)[:200]}"
+                for m in re.finditer(r"hcasim: cannot mount the run directory.*", text)][:1]
         dmesg = nd / "dmesg.txt"
         if dmesg.exists():
             hits = [l.strip() for l in dmesg.read_text(errors="replace").splitlines()
