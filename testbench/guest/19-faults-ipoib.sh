@@ -6,9 +6,10 @@
 # RTS, and traffic goes on. Then a burst of error CQEs (every 5th send for
 # 3 s) under a flood ping: each one recovered, no carrier loss, ping
 # working after it. Then node 0's send completions are held for 5 s
-# (cqe-delay on ib0's send CQ) under a flood ping: ib_ipoib's send ring
-# fills and stops the queue, the kernel's watchdog declares a transmit
-# timeout after 1 s (dev->watchdog_timeo = HZ; sch_generic.c dev_watchdog())
+# (14 s on 6.12 and later: cqe-delay on ib0's send CQ) under a flood ping:
+# ib_ipoib's send ring fills and stops the queue, the kernel's watchdog
+# declares a transmit timeout after 1 s (dev->watchdog_timeo = HZ, 10 s
+# since 6.12; sch_generic.c dev_watchdog())
 # and ib_ipoib's ipoib_timeout() reports it; when the completions arrive
 # the queue wakes and the flood ends with every reply. Last, the interrupt
 # of ib0's receive CQ is lost (lost-msix): receives stop for good, silently;
@@ -58,9 +59,16 @@ if [ "$me" = 0 ]; then
         if [ "$e" = 256 ]; then scq=$c; else rcq=$c; fi
     done
     check "ib_ipoib created two CQs, one of 256 entries (send CQ $scq, receive CQ $rcq)" test "$n" = 2 -a -n "$scq" -a -n "$rcq"
+    # The hold outlasts ib_ipoib's transmit watchdog: dev->watchdog_timeo
+    # is HZ in 6.1 and 10 * HZ in 6.12 and 7.2 (ipoib_main.c
+    # ipoib_setup_common()), so 5 s there and 14 s here.
+    case $(uname -r) in
+    6.1.*) hold=5000 ;;
+    *) hold=14000 ;;
+    esac
     mark=$(dmesg | wc -l)
     t0=$(uptime_s)
-    check "armed cqe-delay of 5 s on ib0's send CQ $scq" hca_fault "cqe-delay:cqn=$scq,ms=5000"
+    check "armed cqe-delay of $((hold / 1000)) s on ib0's send CQ $scq" hca_fault "cqe-delay:cqn=$scq,ms=$hold"
     ping -f -c 400 -w 60 "$peerip" > /tmp/flood-late.txt 2>&1
     t1=$(uptime_s)
     sed 's/^/# /' /tmp/flood-late.txt | tail -2
@@ -75,10 +83,14 @@ if [ "$me" = 0 ]; then
     }
     check "ib_ipoib: 'queue stopped 1, tx_head N, tx_tail N-128' (the ring full of sends without completions)" \
         ring_full
-    check "the flood ends with every reply once the completions arrive (0 % loss, at least 400)" \
-        sh -c "grep -qE '^[0-9]+ packets transmitted, ([0-9]+) received, 0% packet loss' /tmp/flood-late.txt &&
+    # 5 s of stopped queue fit in ib0's qdisc (txqueuelen 256): no loss.
+    # 14 s of `ping -f` retries do not: a few requests are dropped there,
+    # before they reach the driver, and the flood still ends by its count.
+    if [ "$hold" = 5000 ]; then loss="0%"; else loss="[0-9.]+%"; fi
+    check "the flood ends with every reply once the completions arrive ($loss loss, at least 400)" \
+        sh -c "grep -qE '^[0-9]+ packets transmitted, ([0-9]+) received, $loss packet loss' /tmp/flood-late.txt &&
                [ \$(sed -n 's/.* \([0-9]*\) received.*/\1/p' /tmp/flood-late.txt) -ge 400 ]"
-    echo "# the flood took $(awk "BEGIN { print $t1 - $t0 }") s with 5 s of held completions"
+    echo "# the flood took $(awk "BEGIN { print $t1 - $t0 }") s with $((hold / 1000)) s of held completions"
     check "no carrier loss" ipoib_carrier
     check "ping works after the held completions (5 of 5)" sh -c "ping -c 5 -i 0.3 -w 15 $peerip | grep -q ' 0% packet loss'"
     # 6.1.192's dev_watchdog() reports with netdev_crit(), no WARN.
