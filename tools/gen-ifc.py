@@ -154,6 +154,27 @@ def size(name):
     return sizes[name]
 
 
+def variable(name):
+    """Whether a struct or union ends in an array of unknown length, itself or
+    through a member (7.2's query_qp_out ends in a union of PAS arrays)."""
+    return any(c == 0 or (k == "ref" and variable(t)) for (_, k, t, c) in defs[name][1])
+
+
+def fixed(name):
+    """Bits before the first member of unknown length: what a command's
+    mailbox must hold whichever kernel's header sized it.  A 6.1 driver sizes
+    QUERY_QP's outbox without 7.2's trailing union, and firmware accepts it."""
+    kind, members = defs[name]
+    if kind == "union":
+        return min(fixed(t) if k == "ref" else 0 for (_, k, t, c) in members) if variable(name) else size(name)
+    off = 0
+    for (_, k, t, c) in members:
+        if c == 0 or (k == "ref" and variable(t)):
+            return off + (fixed(t) if k == "ref" and c else 0)
+        off += (t if k == "bits" else size(t)) * c
+    return off
+
+
 def flatten(name, base, prefix, out):
     """Emit (name, kind, offset, elem_bits, count) for every member; anonymous
     structs/unions are flattened into their parent, named ones become Blocks."""
@@ -220,6 +241,7 @@ def main():
         print("struct %s {" % cname(name))
         print("    static constexpr uint32_t size_bits = 0x%x;" % size(name))
         print("    static constexpr uint32_t size_bytes = 0x%x;" % (size(name) // 8))
+        print("    static constexpr uint32_t fixed_bytes = 0x%x;" % (fixed(name) // 8))
         seen = set()
         for (mname, kind, off, width, count) in out:
             if mname in seen:

@@ -222,6 +222,11 @@ TEST_CASE("QP transitions: required order, wrong states, query, error and reset"
     ifc::set(q.data(), ifc::query_qp_in::qpn, qp.qpn);
     auto qr = s.d.exec(q, ifc::query_qp_out::size_bytes);
     REQUIRE(qr.status == 0);
+    // 6.1's header has no trailing QPC-extension union: its driver asks for
+    // 0x110 bytes (7.2's for 0x1d0), and both get the QP context.
+    CHECK(ifc::query_qp_out::fixed_bytes == 0x110);
+    CHECK(s.d.exec(q, 0x110).get(ifc::in(ifc::query_qp_out::qpc, ifc::qpc::state)) == 3);
+    CHECK(s.d.exec(q, 0x10f).status == 0x51);  // shorter than the QP context: bad output length
     const auto ctx = ifc::query_qp_out::qpc;
     CHECK(qr.get(ifc::in(ctx, ifc::qpc::state)) == 3);
     CHECK(qr.get(ifc::in(ctx, ifc::qpc::q_key)) == 0x11111111);

@@ -14,12 +14,12 @@ struct CommandDesc {
     uint16_t opcode;
     Handler handler;
     uint32_t min_in;   // bytes the inbox must have (flexible arrays excluded)
-    uint32_t min_out;  // bytes the outbox must have
+    uint32_t min_out;  // bytes the outbox must have (the same)
     HcaState state;    // lowest HCA state the command is valid in
 };
 
 #define CMD(op, in, out, state, call) \
-    CommandDesc { op, [](Device &d, CmdCtx &c) { call; }, ifc::in::size_bytes, ifc::out::size_bytes, state }
+    CommandDesc { op, [](Device &d, CmdCtx &c) { call; }, ifc::in::fixed_bytes, ifc::out::fixed_bytes, state }
 
 constexpr auto E = HcaState::Enabled;
 constexpr auto I = HcaState::Initialized;

@@ -6,6 +6,7 @@ namespace hca::ifc {
 struct query_hca_cap_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field other_function{0x40, 1};
@@ -16,6 +17,7 @@ struct query_hca_cap_in {
 struct query_hca_cap_out {
     static constexpr uint32_t size_bits = 0x8080;
     static constexpr uint32_t size_bytes = 0x1010;
+    static constexpr uint32_t fixed_bytes = 0x1010;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block capability{0x80, 32768, 1};
@@ -23,6 +25,7 @@ struct query_hca_cap_out {
 struct set_hca_cap_in {
     static constexpr uint32_t size_bits = 0x8080;
     static constexpr uint32_t size_bytes = 0x1010;
+    static constexpr uint32_t fixed_bytes = 0x1010;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field other_function{0x40, 1};
@@ -34,12 +37,14 @@ struct set_hca_cap_in {
 struct set_hca_cap_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct cmd_hca_cap {
     static constexpr uint32_t size_bits = 0x800;
     static constexpr uint32_t size_bytes = 0x100;
+    static constexpr uint32_t fixed_bytes = 0x100;
     static constexpr Field page_request_disable{0x6, 1};
     static constexpr Field abs_native_port_num{0x7, 1};
     static constexpr Field shared_object_to_user_object_allowed{0x10, 1};
@@ -380,6 +385,7 @@ struct cmd_hca_cap {
 struct cmd_hca_cap_2 {
     static constexpr uint32_t size_bits = 0x800;
     static constexpr uint32_t size_bytes = 0x100;
+    static constexpr uint32_t fixed_bytes = 0x100;
     static constexpr Field migratable{0x80, 1};
     static constexpr Field dp_ordering_force{0x88, 1};
     static constexpr Field query_vuid{0x92, 1};
@@ -431,6 +437,7 @@ struct cmd_hca_cap_2 {
 struct atomic_caps {
     static constexpr uint32_t size_bits = 0x800;
     static constexpr uint32_t size_bytes = 0x100;
+    static constexpr uint32_t fixed_bytes = 0x100;
     static constexpr Field atomic_req_8B_endianness_mode{0x40, 2};
     static constexpr Field supported_atomic_req_8B_endianness_mode_1{0x46, 1};
     static constexpr Field atomic_operations{0x90, 16};
@@ -440,6 +447,7 @@ struct atomic_caps {
 struct odp_cap {
     static constexpr uint32_t size_bits = 0x800;
     static constexpr uint32_t size_bytes = 0x100;
+    static constexpr uint32_t fixed_bytes = 0x100;
     static constexpr Block transport_page_fault_scheme_cap{0x0, 512, 1};
     static constexpr Block memory_page_fault_scheme_cap{0x200, 512, 1};
     static constexpr Field mem_page_fault{0x600, 1};
@@ -447,6 +455,7 @@ struct odp_cap {
 struct odp_per_transport_service_cap {
     static constexpr uint32_t size_bits = 0x20;
     static constexpr uint32_t size_bytes = 0x4;
+    static constexpr uint32_t fixed_bytes = 0x4;
     static constexpr Field send{0x0, 1};
     static constexpr Field receive{0x1, 1};
     static constexpr Field write{0x2, 1};
@@ -457,6 +466,7 @@ struct odp_per_transport_service_cap {
 struct enable_hca_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field embedded_cpu_function{0x40, 1};
@@ -466,12 +476,14 @@ struct enable_hca_in {
 struct enable_hca_out {
     static constexpr uint32_t size_bits = 0x60;
     static constexpr uint32_t size_bytes = 0xc;
+    static constexpr uint32_t fixed_bytes = 0xc;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct disable_hca_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field embedded_cpu_function{0x40, 1};
@@ -481,18 +493,21 @@ struct disable_hca_in {
 struct disable_hca_out {
     static constexpr uint32_t size_bits = 0x60;
     static constexpr uint32_t size_bytes = 0xc;
+    static constexpr uint32_t fixed_bytes = 0xc;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_issi_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
 };
 struct query_issi_out {
     static constexpr uint32_t size_bits = 0x380;
     static constexpr uint32_t size_bytes = 0x70;
+    static constexpr uint32_t fixed_bytes = 0x70;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field current_issi{0x50, 16};
@@ -501,6 +516,7 @@ struct query_issi_out {
 struct set_issi_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field current_issi{0x50, 16};
@@ -508,12 +524,14 @@ struct set_issi_in {
 struct set_issi_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_pages_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field embedded_cpu_function{0x40, 1};
@@ -522,6 +540,7 @@ struct query_pages_in {
 struct query_pages_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field embedded_cpu_function{0x40, 1};
@@ -531,6 +550,7 @@ struct query_pages_out {
 struct manage_pages_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field embedded_cpu_function{0x40, 1};
@@ -541,6 +561,7 @@ struct manage_pages_in {
 struct manage_pages_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field output_num_entries{0x40, 32};
@@ -549,6 +570,7 @@ struct manage_pages_out {
 struct init_hca_in {
     static constexpr uint32_t size_bits = 0x100;
     static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field sw_vhca_id{0x62, 14};
@@ -557,12 +579,14 @@ struct init_hca_in {
 struct init_hca_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct teardown_hca_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field profile{0x50, 16};
@@ -570,6 +594,7 @@ struct teardown_hca_in {
 struct teardown_hca_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field state{0x7f, 1};
@@ -577,6 +602,7 @@ struct teardown_hca_out {
 struct set_driver_version_in {
     static constexpr uint32_t size_bits = 0x280;
     static constexpr uint32_t size_bytes = 0x50;
+    static constexpr uint32_t fixed_bytes = 0x50;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field reserved_0{0x10, 16};
     static constexpr Field reserved_1{0x20, 16};
@@ -587,6 +613,7 @@ struct set_driver_version_in {
 struct set_driver_version_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field reserved_0{0x8, 24};
     static constexpr Field syndrome{0x20, 32};
@@ -595,12 +622,14 @@ struct set_driver_version_out {
 struct query_adapter_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
 };
 struct query_adapter_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block query_adapter_struct{0x80, 2048, 1};
@@ -608,6 +637,7 @@ struct query_adapter_out {
 struct query_adapter_param_block {
     static constexpr uint32_t size_bits = 0x800;
     static constexpr uint32_t size_bytes = 0x100;
+    static constexpr uint32_t fixed_bytes = 0x100;
     static constexpr Field ieee_vendor_id{0xc8, 24};
     static constexpr Field vsd_vendor_id{0xf0, 16};
     static constexpr Block vsd{0x100, 8, 208};
@@ -616,6 +646,7 @@ struct query_adapter_param_block {
 struct access_register_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field register_id{0x50, 16};
@@ -625,6 +656,7 @@ struct access_register_in {
 struct access_register_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block register_data{0x80, 32, 0};
@@ -632,6 +664,7 @@ struct access_register_out {
 struct alloc_uar_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -639,6 +672,7 @@ struct alloc_uar_in {
 struct alloc_uar_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field uar{0x48, 24};
@@ -646,6 +680,7 @@ struct alloc_uar_out {
 struct dealloc_uar_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -654,12 +689,14 @@ struct dealloc_uar_in {
 struct dealloc_uar_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct create_eq_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -670,6 +707,7 @@ struct create_eq_in {
 struct create_eq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field eq_number{0x58, 8};
@@ -677,6 +715,7 @@ struct create_eq_out {
 struct destroy_eq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field eq_number{0x58, 8};
@@ -684,12 +723,14 @@ struct destroy_eq_in {
 struct destroy_eq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_eq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field eq_number{0x58, 8};
@@ -697,6 +738,7 @@ struct query_eq_in {
 struct query_eq_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block eq_context_entry{0x80, 512, 1};
@@ -706,6 +748,7 @@ struct query_eq_out {
 struct eqc {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
     static constexpr Field status{0x0, 4};
     static constexpr Field ec{0xd, 1};
     static constexpr Field oi{0xe, 1};
@@ -721,18 +764,21 @@ struct eqc {
 struct nop_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
 };
 struct nop_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct alloc_pd_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -740,6 +786,7 @@ struct alloc_pd_in {
 struct alloc_pd_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field pd{0x48, 24};
@@ -747,6 +794,7 @@ struct alloc_pd_out {
 struct dealloc_pd_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -755,12 +803,14 @@ struct dealloc_pd_in {
 struct dealloc_pd_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct alloc_xrcd_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -768,6 +818,7 @@ struct alloc_xrcd_in {
 struct alloc_xrcd_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field xrcd{0x48, 24};
@@ -775,6 +826,7 @@ struct alloc_xrcd_out {
 struct dealloc_xrcd_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -783,12 +835,14 @@ struct dealloc_xrcd_in {
 struct dealloc_xrcd_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct create_mkey_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -802,6 +856,7 @@ struct create_mkey_in {
 struct create_mkey_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field mkey_index{0x48, 24};
@@ -809,6 +864,7 @@ struct create_mkey_out {
 struct destroy_mkey_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -817,12 +873,14 @@ struct destroy_mkey_in {
 struct destroy_mkey_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_mkey_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field mkey_index{0x48, 24};
@@ -831,6 +889,7 @@ struct query_mkey_in {
 struct query_mkey_out {
     static constexpr uint32_t size_bits = 0x980;
     static constexpr uint32_t size_bytes = 0x130;
+    static constexpr uint32_t fixed_bytes = 0x130;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block memory_key_mkey_entry{0x80, 512, 1};
@@ -840,6 +899,7 @@ struct query_mkey_out {
 struct mkc {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
     static constexpr Field free_{0x1, 1};
     static constexpr Field access_mode_4_2{0x3, 3};
     static constexpr Field relaxed_ordering_write{0xd, 1};
@@ -874,6 +934,7 @@ struct mkc {
 struct create_cq_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -884,6 +945,7 @@ struct create_cq_in {
 struct create_cq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field cqn{0x48, 24};
@@ -891,6 +953,7 @@ struct create_cq_out {
 struct destroy_cq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -899,12 +962,14 @@ struct destroy_cq_in {
 struct destroy_cq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_cq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field cqn{0x48, 24};
@@ -912,6 +977,7 @@ struct query_cq_in {
 struct query_cq_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block cq_context{0x80, 512, 1};
@@ -920,6 +986,7 @@ struct query_cq_out {
 struct modify_cq_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -932,12 +999,14 @@ struct modify_cq_in {
 struct modify_cq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct cqc {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
     static constexpr Field status{0x0, 4};
     static constexpr Field dbr_umem_valid{0x6, 1};
     static constexpr Field apu_cq{0x7, 1};
@@ -966,6 +1035,7 @@ struct cqc {
 struct create_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -982,6 +1052,7 @@ struct create_qp_in {
 struct create_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field qpn{0x48, 24};
@@ -990,6 +1061,7 @@ struct create_qp_out {
 struct destroy_qp_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -998,12 +1070,14 @@ struct destroy_qp_in {
 struct destroy_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_qp_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field qpc_ext{0x40, 1};
@@ -1012,6 +1086,7 @@ struct query_qp_in {
 struct query_qp_out {
     static constexpr uint32_t size_bits = 0xe80;
     static constexpr uint32_t size_bytes = 0x1d0;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field opt_param_mask{0x80, 32};
@@ -1022,6 +1097,7 @@ struct query_qp_out {
 struct qpc {
     static constexpr uint32_t size_bits = 0x740;
     static constexpr uint32_t size_bytes = 0xe8;
+    static constexpr uint32_t fixed_bytes = 0xe8;
     static constexpr Field state{0x0, 4};
     static constexpr Field lag_tx_port_affinity{0x4, 4};
     static constexpr Field st{0x8, 8};
@@ -1101,6 +1177,7 @@ struct qpc {
 struct ads {
     static constexpr uint32_t size_bits = 0x160;
     static constexpr uint32_t size_bytes = 0x2c;
+    static constexpr uint32_t fixed_bytes = 0x2c;
     static constexpr Field fl{0x0, 1};
     static constexpr Field free_ar{0x1, 1};
     static constexpr Field pkey_index{0x10, 16};
@@ -1131,6 +1208,7 @@ struct ads {
 struct rst2init_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1142,6 +1220,7 @@ struct rst2init_qp_in {
 struct init2rtr_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1153,6 +1232,7 @@ struct init2rtr_qp_in {
 struct rtr2rts_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1164,6 +1244,7 @@ struct rtr2rts_qp_in {
 struct rts2rts_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1175,6 +1256,7 @@ struct rts2rts_qp_in {
 struct init2init_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1186,6 +1268,7 @@ struct init2init_qp_in {
 struct sqerr2rts_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1196,6 +1279,7 @@ struct sqerr2rts_qp_in {
 struct sqd2rts_qp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1206,6 +1290,7 @@ struct sqd2rts_qp_in {
 struct qp_2err_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1214,12 +1299,14 @@ struct qp_2err_in {
 struct qp_2err_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct qp_2rst_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1228,12 +1315,14 @@ struct qp_2rst_in {
 struct qp_2rst_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct rst2init_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field ece{0x60, 32};
@@ -1241,6 +1330,7 @@ struct rst2init_qp_out {
 struct init2rtr_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field ece{0x60, 32};
@@ -1248,6 +1338,7 @@ struct init2rtr_qp_out {
 struct rtr2rts_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field ece{0x60, 32};
@@ -1255,6 +1346,7 @@ struct rtr2rts_qp_out {
 struct rts2rts_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field ece{0x60, 32};
@@ -1262,6 +1354,7 @@ struct rts2rts_qp_out {
 struct init2init_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field ece{0x60, 32};
@@ -1269,30 +1362,35 @@ struct init2init_qp_out {
 struct sqerr2rts_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct sqd2rts_qp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct destroy_srq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct arm_rq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_xrc_srq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field xrc_srqn{0x48, 24};
@@ -1300,18 +1398,21 @@ struct query_xrc_srq_in {
 struct destroy_xrc_srq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct arm_xrc_srq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_rmp_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field rmpn{0x48, 24};
@@ -1319,6 +1420,7 @@ struct query_rmp_in {
 struct query_srq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field srqn{0x48, 24};
@@ -1326,6 +1428,7 @@ struct query_srq_in {
 struct create_srq_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1335,6 +1438,7 @@ struct create_srq_in {
 struct create_srq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field srqn{0x48, 24};
@@ -1342,6 +1446,7 @@ struct create_srq_out {
 struct destroy_srq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1350,6 +1455,7 @@ struct destroy_srq_in {
 struct query_srq_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block srq_context_entry{0x80, 512, 1};
@@ -1358,6 +1464,7 @@ struct query_srq_out {
 struct srqc {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
     static constexpr Field state{0x0, 4};
     static constexpr Field log_srq_size{0x4, 4};
     static constexpr Field wq_signature{0x20, 1};
@@ -1376,6 +1483,7 @@ struct srqc {
 struct arm_rq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1385,6 +1493,7 @@ struct arm_rq_in {
 struct create_xrc_srq_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1395,6 +1504,7 @@ struct create_xrc_srq_in {
 struct create_xrc_srq_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field xrc_srqn{0x48, 24};
@@ -1402,6 +1512,7 @@ struct create_xrc_srq_out {
 struct destroy_xrc_srq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1410,6 +1521,7 @@ struct destroy_xrc_srq_in {
 struct query_xrc_srq_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block xrc_srq_context_entry{0x80, 512, 1};
@@ -1418,6 +1530,7 @@ struct query_xrc_srq_out {
 struct xrc_srqc {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
     static constexpr Field state{0x0, 4};
     static constexpr Field log_xrc_srq_size{0x4, 4};
     static constexpr Field wq_signature{0x20, 1};
@@ -1441,6 +1554,7 @@ struct xrc_srqc {
 struct arm_xrc_srq_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1450,6 +1564,7 @@ struct arm_xrc_srq_in {
 struct attach_to_mcg_in {
     static constexpr uint32_t size_bits = 0x100;
     static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1459,12 +1574,14 @@ struct attach_to_mcg_in {
 struct attach_to_mcg_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct detach_from_mcg_in {
     static constexpr uint32_t size_bits = 0x100;
     static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1474,12 +1591,14 @@ struct detach_from_mcg_in {
 struct detach_from_mcg_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct mad_ifc_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field remote_lid{0x40, 16};
@@ -1490,6 +1609,7 @@ struct mad_ifc_in {
 struct mad_ifc_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block response_mad_packet{0x80, 8, 256};
@@ -1497,6 +1617,7 @@ struct mad_ifc_out {
 struct query_hca_vport_context_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field other_vport{0x40, 1};
@@ -1506,6 +1627,7 @@ struct query_hca_vport_context_in {
 struct query_hca_vport_context_out {
     static constexpr uint32_t size_bits = 0x1080;
     static constexpr uint32_t size_bytes = 0x210;
+    static constexpr uint32_t fixed_bytes = 0x210;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block hca_vport_context{0x80, 4096, 1};
@@ -1513,6 +1635,7 @@ struct query_hca_vport_context_out {
 struct hca_vport_context {
     static constexpr uint32_t size_bits = 0x1000;
     static constexpr uint32_t size_bytes = 0x200;
+    static constexpr uint32_t fixed_bytes = 0x200;
     static constexpr Field field_select{0x0, 32};
     static constexpr Field sm_virt_aware{0x100, 1};
     static constexpr Field has_smi{0x101, 1};
@@ -1542,6 +1665,7 @@ struct hca_vport_context {
 struct query_vport_state_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field other_vport{0x40, 1};
@@ -1550,6 +1674,7 @@ struct query_vport_state_in {
 struct query_vport_state_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field max_tx_speed{0x60, 16};
@@ -1559,12 +1684,14 @@ struct query_vport_state_out {
 struct pcap_reg {
     static constexpr uint32_t size_bits = 0xa0;
     static constexpr uint32_t size_bytes = 0x14;
+    static constexpr uint32_t fixed_bytes = 0x14;
     static constexpr Field local_port{0x8, 8};
     static constexpr Block port_capability_mask{0x20, 32, 4};
 };
 struct ptys_reg {
     static constexpr uint32_t size_bits = 0x200;
     static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
     static constexpr Field an_disable_admin{0x1, 1};
     static constexpr Field an_disable_cap{0x2, 1};
     static constexpr Field local_port{0x8, 8};
@@ -1591,6 +1718,7 @@ struct ptys_reg {
 struct pmtu_reg {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field local_port{0x8, 8};
     static constexpr Field max_mtu{0x20, 16};
     static constexpr Field admin_mtu{0x40, 16};
@@ -1599,6 +1727,7 @@ struct pmtu_reg {
 struct pvlc_reg {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field local_port{0x8, 8};
     static constexpr Field vl_hw_cap{0x3c, 4};
     static constexpr Field vl_admin{0x5c, 4};
@@ -1607,6 +1736,7 @@ struct pvlc_reg {
 struct paos_reg {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field swid{0x0, 8};
     static constexpr Field local_port{0x8, 8};
     static constexpr Field admin_status{0x14, 4};
@@ -1618,6 +1748,7 @@ struct paos_reg {
 struct mcam_reg {
     static constexpr uint32_t size_bits = 0x240;
     static constexpr uint32_t size_bytes = 0x48;
+    static constexpr uint32_t fixed_bytes = 0x48;
     static constexpr Field feature_group{0x8, 8};
     static constexpr Field access_reg_group{0x18, 8};
     static constexpr Block mng_access_reg_cap_mask{0x40, 128, 1};
@@ -1626,6 +1757,7 @@ struct mcam_reg {
 struct mcam_access_reg {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field mcda{0x1c, 1};
     static constexpr Field mcc{0x1d, 1};
     static constexpr Field mcqi{0x1e, 1};
@@ -1649,6 +1781,7 @@ struct mcam_access_reg {
 struct mcam_enhanced_features {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field mtutc_freq_adj_units{0x50, 1};
     static constexpr Field mtutc_time_adjustment_extended_range{0x51, 1};
     static constexpr Field mcia_32dwords{0x5d, 1};
@@ -1669,6 +1802,7 @@ struct mcam_enhanced_features {
 struct mcqs_reg {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field last_index_flag{0x0, 1};
     static constexpr Field fw_device{0x8, 8};
     static constexpr Field component_index{0x10, 16};
@@ -1681,6 +1815,7 @@ struct mcqs_reg {
 struct mcqi_reg {
     static constexpr uint32_t size_bits = 0xc0;
     static constexpr uint32_t size_bytes = 0x18;
+    static constexpr uint32_t fixed_bytes = 0x18;
     static constexpr Field read_pending_component{0x0, 1};
     static constexpr Field component_index{0x10, 16};
     static constexpr Field info_type{0x5b, 5};
@@ -1692,6 +1827,7 @@ struct mcqi_reg {
 struct mcqi_version {
     static constexpr uint32_t size_bits = 0x3e0;
     static constexpr uint32_t size_bytes = 0x7c;
+    static constexpr uint32_t fixed_bytes = 0x7c;
     static constexpr Field build_time_valid{0x2, 1};
     static constexpr Field user_defined_time_valid{0x3, 1};
     static constexpr Field version_string_length{0x18, 8};
@@ -1704,6 +1840,7 @@ struct mcqi_version {
 struct mpein_reg {
     static constexpr uint32_t size_bits = 0x180;
     static constexpr uint32_t size_bytes = 0x30;
+    static constexpr uint32_t fixed_bytes = 0x30;
     static constexpr Field depth{0x2, 6};
     static constexpr Field pcie_index{0x8, 8};
     static constexpr Field node{0x10, 8};
@@ -1729,6 +1866,7 @@ struct mpein_reg {
 struct mfrl_reg {
     static constexpr uint32_t size_bits = 0x40;
     static constexpr uint32_t size_bytes = 0x8;
+    static constexpr uint32_t fixed_bytes = 0x8;
     static constexpr Field pci_sync_for_fw_update_start{0x22, 1};
     static constexpr Field pci_sync_for_fw_update_resp{0x23, 2};
     static constexpr Field rst_type_sel{0x25, 3};
@@ -1740,6 +1878,7 @@ struct mfrl_reg {
 struct create_rmp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1748,6 +1887,7 @@ struct create_rmp_in {
 struct create_rmp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Field rmpn{0x48, 24};
@@ -1755,6 +1895,7 @@ struct create_rmp_out {
 struct destroy_rmp_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1763,12 +1904,14 @@ struct destroy_rmp_in {
 struct destroy_rmp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct query_rmp_out {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
     static constexpr Block rmp_context{0x100, 1920, 1};
@@ -1776,6 +1919,7 @@ struct query_rmp_out {
 struct modify_rmp_in {
     static constexpr uint32_t size_bits = 0x880;
     static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field uid{0x10, 16};
     static constexpr Field op_mod{0x30, 16};
@@ -1787,12 +1931,14 @@ struct modify_rmp_in {
 struct modify_rmp_out {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
 struct rmpc {
     static constexpr uint32_t size_bits = 0x780;
     static constexpr uint32_t size_bytes = 0xf0;
+    static constexpr uint32_t fixed_bytes = 0xf0;
     static constexpr Field state{0x8, 4};
     static constexpr Field basic_cyclic_rcv_wqe{0x20, 1};
     static constexpr Block wq{0x180, 1536, 1};
@@ -1800,6 +1946,7 @@ struct rmpc {
 struct wq {
     static constexpr uint32_t size_bits = 0x600;
     static constexpr uint32_t size_bytes = 0xc0;
+    static constexpr uint32_t fixed_bytes = 0xc0;
     static constexpr Field wq_type{0x0, 4};
     static constexpr Field wq_signature{0x4, 1};
     static constexpr Field end_padding_mode{0x5, 2};
@@ -1838,11 +1985,13 @@ struct wq {
 struct rmp_bitmask {
     static constexpr uint32_t size_bits = 0x40;
     static constexpr uint32_t size_bytes = 0x8;
+    static constexpr uint32_t fixed_bytes = 0x8;
     static constexpr Field lwm{0x3f, 1};
 };
 struct query_hca_vport_gid_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field other_vport{0x40, 1};
@@ -1853,6 +2002,7 @@ struct query_hca_vport_gid_in {
 struct query_hca_vport_pkey_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
     static constexpr Field opcode{0x0, 16};
     static constexpr Field op_mod{0x30, 16};
     static constexpr Field other_vport{0x40, 1};
