@@ -166,7 +166,7 @@ def fixed(name):
     QUERY_QP's outbox without 7.2's trailing union, and firmware accepts it."""
     kind, members = defs[name]
     if kind == "union":
-        return min(fixed(t) if k == "ref" else 0 for (_, k, t, c) in members) if variable(name) else size(name)
+        return min(fixed(t) if k == "ref" else t * c for (_, k, t, c) in members) if variable(name) else size(name)
     off = 0
     for (_, k, t, c) in members:
         if c == 0 or (k == "ref" and variable(t)):

@@ -13,8 +13,8 @@ using Handler = void (*)(Device &, CmdCtx &);
 struct CommandDesc {
     uint16_t opcode;
     Handler handler;
-    uint32_t min_in;   // bytes the inbox must have (flexible arrays excluded)
-    uint32_t min_out;  // bytes the outbox must have (the same)
+    uint32_t min_in;   // bytes the inbox must have: its fixed part, arrays of unknown length excluded
+    uint32_t min_out;  // bytes the outbox must have, the same way
     HcaState state;    // lowest HCA state the command is valid in
 };
 
