@@ -1,22 +1,37 @@
 #!/bin/bash
-# Build the hcasim guest: Debian's generic amd64 kernel, a tiny initramfs made
-# of Debian's busybox-static plus the kernel's own virtio/ext4 modules, and an
-# ext4 root filesystem with the packages of packages.txt.
+# Build an hcasim guest image of one Debian release: its generic amd64 kernel,
+# a tiny initramfs made of its busybox-static plus the kernel's own virtio/ext4
+# modules, and an ext4 root filesystem with the packages of packages.txt, all
+# from that release's packages.
 #
-# The result is cached under $HCASIM_CACHE/image/<key>, where <key> hashes this
-# script, the package list, the files we add to the guest and the archive's
-# current candidate version of every listed package; a new kernel revision in
-# the archive therefore produces a new image.  The directory is linked to
-# build/image (or $1).
+#   debian12  bookworm (Debian 12: kernel 6.1, rdma-core 44)
+#   debian13  trixie   (Debian 13: kernel 6.12, rdma-core 56)
+#   unstable  sid      (Debian unstable: kernel 7.x, rdma-core 6x)
 #
-# Usage: images/build-image.sh [LINK]
+# The release's package lists are kept under $HCASIM_CACHE/apt/<release> (the
+# same apt setup as tools/hcasim/kernels.py; the machine's own apt sources
+# are not touched) and refreshed when older than a day.  The result is cached
+# under $HCASIM_CACHE/image/<key>, where <key> hashes the release, this
+# script, the package list, the files we add to the guest and the candidate
+# version of every listed package; a new kernel revision in the archive
+# therefore produces a new image.  The directory is linked to LINK.
+#
+# Usage: images/build-image.sh NAME LINK
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HCASIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hcasim}
-link=${1:-$here/../build/image}
+name=${1:?usage: build-image.sh debian12|debian13|unstable LINK}
+link=$(realpath -m "${2:?usage: build-image.sh NAME LINK}")
 mirror=${HCASIM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security_mirror=${HCASIM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+case "$name" in
+debian12) release=bookworm ;;
+debian13) release=trixie ;;
+unstable) release=sid ;;
+*) echo "image: error: no image '$name' (debian12, debian13, unstable)" >&2; exit 2 ;;
+esac
 
 step() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf 'image: error: %s\n' "$*" >&2; exit 1; }
@@ -26,13 +41,36 @@ for tool in debootstrap mke2fs cpio gzip apt-cache sha256sum; do
     command -v "$tool" > /dev/null || die "missing $tool (run ./hcasim setup)"
 done
 
+# The release's sources: the archive, and its updates and security suites
+# for a stable release.
+sources() {
+    echo "deb [signed-by=$keyring] $mirror $release main"
+    if [ "$release" != sid ]; then
+        echo "deb [signed-by=$keyring] $mirror $release-updates main"
+        echo "deb [signed-by=$keyring] $security_mirror $release-security main"
+    fi
+}
+aptdir=$cache/apt/$release
+mkdir -p "$aptdir"/{lists/partial,archives/partial,cache}
+sources > "$aptdir/sources.list"
+apt_opts=(-o "Dir::Etc::SourceList=$aptdir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache" -o "Dir::Cache::Archives=$aptdir/archives"
+    -o APT::Architecture=amd64 -o APT::Architectures=amd64 -o Acquire::Languages=none
+    -o Acquire::Check-Valid-Until=false)
+if [ -z "$(find "$aptdir/lists" -maxdepth 1 -name '*_Packages*' -mtime -1 2> /dev/null)" ]; then
+    step "$release: apt-get update (lists in $aptdir)"
+    apt-get "${apt_opts[@]}" -q update > "$aptdir/update.log" 2>&1 ||
+        step "$release: apt-get update failed (offline?); using the lists fetched before"
+fi
+
 cd "$here"
 mapfile -t pkgs < <(sed -e 's/#.*//' packages.txt | awk NF)
-versions=$(apt-cache policy "${pkgs[@]}" | awk '/^[^ ]/ {p = $1} /Candidate:/ {print p, $2}')
-if grep -q '(none)' <<< "$versions"; then
-    die "apt has no candidate for: $(grep '(none)' <<< "$versions" | tr '\n' ' ') (apt-get update?)"
+versions=$(apt-cache "${apt_opts[@]}" policy "${pkgs[@]}" | awk '/^[^ ]/ {p = $1} /Candidate:/ {print p, $2}')
+if [ -z "$versions" ] || grep -q '(none)' <<< "$versions"; then
+    die "$release has no candidate for: $(grep '(none)' <<< "$versions" | tr '\n' ' ') (lists in $aptdir)"
 fi
 key=$({
+    echo "$name $release"
     cat build-image.sh packages.txt initramfs/init
     find rootfs -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done
     echo "$versions"
@@ -51,7 +89,7 @@ if [ -f "$dir/.complete" ]; then
     exit 0
 fi
 
-step "building guest image $key (debootstrap + apt; several minutes on a fresh machine)"
+step "building guest image $name ($release) $key (debootstrap + apt; several minutes on a fresh machine)"
 work=$cache/image/$key.tmp
 root=$work/rootfs
 log=$work/build.log
@@ -67,15 +105,15 @@ cleanup
 rm -rf "$work"
 mkdir -p "$work"
 
-step "debootstrap bookworm (minbase) - log in $log"
-debootstrap --variant=minbase bookworm "$root" "$mirror" >> "$log" 2>&1 ||
+step "debootstrap $release (minbase) - log in $log"
+debootstrap --variant=minbase --keyring="$keyring" "$release" "$root" "$mirror" >> "$log" 2>&1 ||
     { tail -20 "$log"; die "debootstrap failed"; }
 
-cat > "$root/etc/apt/sources.list" << EOF
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb $security_mirror bookworm-security main
-EOF
+rm -f "$root/etc/apt/sources.list.d/"*
+sources | sed 's/ \[signed-by=[^]]*\]//' > "$root/etc/apt/sources.list"
+# The archive this machine reaches may be a snapshot whose Release files
+# are past their Valid-Until (sid's, a week after signing).
+echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99hcasim-snapshot"
 # No services may start inside the build chroot, and the kernel package must
 # not build Debian's initramfs: ours (below) is what the guest boots.
 printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
@@ -116,9 +154,9 @@ fi
 rm -f "$root/lib/udev/rules.d/60-rdma-persistent-naming.rules"
 
 {
-    echo "hcasim guest image $key"
+    echo "hcasim guest image $key $name"
     echo "kernel $kver $(chroot "$root" dpkg-query -W -f '${Version}' "linux-image-$kver")"
-    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $mirror bookworm (+updates, +security)"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $mirror $release$([ "$release" = sid ] || echo ' (+updates, +security)')"
     chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' "${pkgs[@]}" 2> /dev/null | grep -v '^linux-image-amd64 ' | sed 's/^/package /'
 } > "$work/manifest.txt"
 cp "$work/manifest.txt" "$root/etc/hcasim-image"

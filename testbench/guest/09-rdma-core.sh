@@ -1,7 +1,7 @@
 # hcasim-test: nodes=1 timeout=1800 quick-timeout=600
 # The rdma-core test suite (pyverbs, run_tests.py --dev mlx5_0) on the
 # virtual HCA with the port ACTIVE (fabric SM) and an IPoIB address for the
-# RDMA-CM tests: every test must have the outcome py/rdma-core-expected.txt
+# RDMA-CM tests: every test must have the outcome py/rdma-core-expected.<image>.txt
 # gives it (pass, skip for a named reason, or a known suite defect); one
 # check per test expected to pass.
 # test_cq.test_resize_cq shrinks a CQ below its unpolled CQEs on purpose and
@@ -24,6 +24,6 @@ for p in ${only//,/ }; do kargs+=(-k "$p"); done
 timeout "$(reps 1500 400)" python3 run_tests.py --dev mlx5_0 -v "${kargs[@]}" > /tmp/rdma-core.txt 2>&1
 echo "# run_tests.py exit status $?"
 cp /tmp/rdma-core.txt /hcasim/node$HCASIM_NODE/rdma-core-tests.txt
-python3 /hcasim/py/rdma_core_check.py ${only:+--only "$only"} /tmp/rdma-core.txt /hcasim/py/rdma-core-expected.txt
+python3 /hcasim/py/rdma_core_check.py ${only:+--only "$only"} /tmp/rdma-core.txt "$(rdma_core_expected)"
 check_dmesg_clean "clean dmesg after the suite"
 finish

@@ -46,6 +46,12 @@ check_no_grep() {
     fi
 }
 
+# The guest image this runs on (debian12, debian13, unstable: the last word
+# of the first line of its manifest) and that image's expected outcomes of
+# its own rdma-core test suite.
+image_name() { awk 'NR == 1 {print $NF}' /hcasim/image-manifest.txt; }
+rdma_core_expected() { echo "/hcasim/py/rdma-core-expected.$(image_name).txt"; }
+
 # Reads a 32-bit big-endian register of the HCA's BAR0 (before a driver
 # claims the region).
 bar0_read32() {

@@ -41,13 +41,49 @@ def qemu():
     run(["cmake", "--build", BUILD, "--target", "qemu"])
 
 
-def image():
-    run([ROOT / "images" / "build-image.sh", BUILD / "image"])
+# The guest images (images/build-image.sh): name -> (Debian release, what it holds).
+IMAGES = {
+    "debian12": ("bookworm", "Debian 12: kernel 6.1, rdma-core 44"),
+    "debian13": ("trixie", "Debian 13: kernel 6.12, rdma-core 56"),
+    "unstable": ("sid", "Debian unstable: kernel 7.x, rdma-core 6x"),
+}
+DEFAULT_IMAGE = "debian12"
 
 
-def guest_kernel_release():
+def image_names(spec):
+    """--image NAME[,NAME...] or all: the images named, in IMAGES order."""
+    names = list(IMAGES) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
+    bad = [n for n in names if n not in IMAGES]
+    if bad or not names:
+        die(f"--image {spec}: one or more of {', '.join(IMAGES)}, or all")
+    return [n for n in IMAGES if n in names]
+
+
+def image_dir(name=DEFAULT_IMAGE):
+    return BUILD / "images" / name
+
+
+def image(name=DEFAULT_IMAGE):
+    run([ROOT / "images" / "build-image.sh", name, image_dir(name)])
+
+
+def image_manifest(name=DEFAULT_IMAGE):
+    """The image's manifest as {"kernel": "RELEASE VERSION", "package rdma-core": VERSION, ...}."""
+    manifest = image_dir(name) / "manifest.txt"
+    info = {}
+    if manifest.exists():
+        for line in manifest.read_text().splitlines():
+            words = line.split()
+            if words[:1] == ["package"] and len(words) >= 3:
+                info[f"package {words[1]}"] = words[2]
+            elif words[:1] == ["kernel"]:
+                info["kernel"] = " ".join(words[1:])
+    return info
+
+
+def guest_kernel_release(name=DEFAULT_IMAGE):
     """The guest image's kernel release (e.g. 6.1.0-57-amd64), or None."""
-    manifest = BUILD / "image" / "manifest.txt"
+    manifest = image_dir(name) / "manifest.txt"
     if manifest.exists():
         for line in manifest.read_text().splitlines():
             if line.startswith("kernel "):
@@ -131,16 +167,18 @@ def guest_tools():
         run(["cc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o", out, src, "-libverbs", "-lmlx5"], quiet=True)
 
 
-def everything(sanitizers=False):
-    """Dependencies, the main tree, QEMU and the guest image (each step is a
-    no-op when its inputs did not change)."""
+def everything(sanitizers=False, images=(DEFAULT_IMAGE,)):
+    """Dependencies, the main tree, QEMU and the guest images (each step is
+    a no-op when its inputs did not change). kverbs.ko is built for the
+    default image's kernel."""
     deps.ensure()
     say("building hcasim (model, fabric, tests)")
     main_tree()
     say("building QEMU with the mlx5-hca device")
     qemu()
-    say("building the guest image")
-    image()
+    for name in dict.fromkeys((DEFAULT_IMAGE, *images)):
+        say(f"building the guest image {name} ({IMAGES[name][1]})")
+        image(name)
     kverbs()
     guest_tools()
     if sanitizers:
@@ -148,17 +186,20 @@ def everything(sanitizers=False):
         san_tree()
 
 
-def artifacts():
-    """Paths the VM launcher needs; fails if something is not built."""
+def artifacts(name=DEFAULT_IMAGE):
+    """Paths the VM launcher needs to boot image NAME; fails if something is
+    not built."""
+    img = image_dir(name)
     a = {
         "qemu": BUILD / "qemu" / "qemu-system-x86_64",
         "fabric": BUILD / "fabric" / "hcasim-fabric",
-        "kernel": BUILD / "image" / "vmlinuz",
-        "initrd": BUILD / "image" / "initrd.img",
-        "rootfs": BUILD / "image" / "rootfs.ext4",
-        "manifest": BUILD / "image" / "manifest.txt",
+        "kernel": img / "vmlinuz",
+        "initrd": img / "initrd.img",
+        "rootfs": img / "rootfs.ext4",
+        "manifest": img / "manifest.txt",
     }
-    for name, path in a.items():
+    for what, path in a.items():
         if not path.exists():
-            die(f"{name} is not built ({path}); run ./hcasim setup")
+            hint = "run ./hcasim setup" if name == DEFAULT_IMAGE else f"./hcasim build --image {name}"
+            die(f"{what} is not built ({path}); {hint}")
     return a

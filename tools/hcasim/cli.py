@@ -25,7 +25,19 @@ def add_vm_options(p, default_timeout=600):
     p.add_argument("--fault", action="append", default=[], metavar="KIND[:ARGS]",
                    help="arm a fault in every node's HCA from power-on, e.g. "
                         "cmd-status:opcode=QUERY_HCA_CAP,status=BAD_PARAM (repeatable; ./hcasim fault --list)")
+    add_image_option(p)
     add_driver_options(p)
+
+
+def add_image_option(p, matrix=False):
+    what = ", ".join(f"{n} ({d})" for n, (_, d) in build.IMAGES.items())
+    if matrix:
+        p.add_argument("--image", metavar="NAME,...|all",
+                       help=f"the guest image(s): {what}; default {build.DEFAULT_IMAGE}. Several (or all) make a "
+                            "matrix: each suite on each image, a table test x image")
+    else:
+        p.add_argument("--image", default=build.DEFAULT_IMAGE, choices=list(build.IMAGES),
+                       help=f"the guest image: {what}; default {build.DEFAULT_IMAGE}")
 
 
 def add_driver_options(p):
@@ -67,7 +79,7 @@ def vm_options(a):
     return vm.VmOptions(faults=a.fault, nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
                         fabric_args=a.fabric_arg, modules=driver.resolve_modules(a.modules),
-                        kernel=a.kernel or "", test_fault=a.test_fault or "")
+                        kernel=a.kernel or "", test_fault=a.test_fault or "", image=a.image)
 
 
 def cmd_setup(a):
@@ -77,13 +89,13 @@ def cmd_setup(a):
 
 
 def cmd_build(a):
-    build.everything(sanitizers=a.sanitizers)
+    build.everything(sanitizers=a.sanitizers, images=build.image_names(a.image or build.DEFAULT_IMAGE))
     return 0
 
 
 def cmd_run(a):
     if not a.no_build:
-        build.everything()
+        build.everything(images=[a.image])
     script = Path(a.script)
     if not script.is_file():
         die(f"no such script: {script}")
@@ -103,7 +115,7 @@ def cmd_run(a):
 
 def cmd_boot(a):
     if not a.no_build:
-        build.everything()
+        build.everything(images=[a.image])
     run_dir = vm.boot_interactive(vm_options(a))
     print(run_dir)
     return 0
@@ -118,6 +130,7 @@ def main(argv=None):
 
     s = sub.add_parser("build", help="build the model, QEMU, the fabric and the guest image")
     s.add_argument("--sanitizers", action="store_true", help="also the ASan/UBSan + fuzz tree")
+    add_image_option(s, matrix=True)
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("boot", help="boot VMs; interactive console on node 0")
@@ -138,6 +151,9 @@ def main(argv=None):
     s.add_argument("--only", nargs="*", help="guest tests whose file name contains one of these")
     s.add_argument("--guest-only", action="store_true",
                    help="only the guest tests (no CTest levels, no sanitizer tree): for iterating on one guest test")
+    s.add_argument("--image", choices=list(build.IMAGES),
+                   help="run the guest tests on this image only (default: all of them on "
+                        f"{build.DEFAULT_IMAGE}, the image smoke test on every image)")
     s.set_defaults(func=testing.main)
 
     s = sub.add_parser("suite", help="driver regression suites in VMs; summary table, JUnit XML, "
@@ -147,6 +163,7 @@ def main(argv=None):
                    help="a matrix: run the suites on the current kernel package of each Debian line "
                         f"({', '.join(kernels.LINES)}), booted with its own modules; a table test x kernel")
     s.add_argument("--list", action="store_true", help="list the suites and the guest tests they run")
+    add_image_option(s, matrix=True)
     s.add_argument("--jobs", type=int, default=1,
                    help="guest tests run at once (default 1; each two-VM test wants about 2 cores)")
     s.add_argument("--junit", help="JUnit XML output (default build/suite-results.xml)")
@@ -162,6 +179,7 @@ def main(argv=None):
     s.add_argument("--source", help="a kernel tree to build from (default: Debian's linux-source-6.1 at the "
                    "guest kernel's exact version)")
     s.add_argument("--patch", action="append", default=[], help="a patch to apply first (repeatable)")
+    add_image_option(s)
     s.set_defaults(func=driver.main)
 
     from hcasim import fuzz, trace_cli

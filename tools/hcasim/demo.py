@@ -55,18 +55,21 @@ def field(output, tag):
 
 def main(a):
     if not a.no_build:
-        build.everything()
+        build.everything(images=[a.image])
     script = BUILD / "demo-script.sh"
     lib = (ROOT / "testbench" / "guest" / "lib.sh").read_text()
     script.write_text(lib + "\n" + textwrap.dedent(SCRIPT))
     opts = vm.VmOptions(nodes=2, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, modules=driver.resolve_modules(a.modules), kernel=a.kernel or "",
-                        test_fault=a.test_fault or "")
+                        test_fault=a.test_fault or "", image=a.image)
     run_dir, results = vm.run_script(script, opts, name="demo")
     print()
     print("=" * 78)
     print("hcasim demo: two VMs, each with an emulated ConnectX-5, on one simulated")
     print("InfiniBand subnet (hcasim-fabric: switch + subnet manager + SA)")
+    info = build.image_manifest(a.image)
+    print(f"guest image {a.image}: kernel {info.get('kernel', '?').split()[0]}, "
+          f"rdma-core {info.get('package rdma-core', '?')}")
     print("=" * 78)
     ok = True
     for r in results:

@@ -39,7 +39,8 @@ def _apt_options(line):
     return ["-o", f"Dir::Etc::SourceList={sources}", "-o", "Dir::Etc::SourceParts=/dev/null",
             "-o", f"Dir::State::Lists={d / 'lists'}", "-o", f"Dir::Cache={d / 'cache'}",
             "-o", f"Dir::Cache::Archives={d / 'archives'}", "-o", "APT::Architecture=amd64",
-            "-o", "APT::Architectures=amd64", "-o", "Acquire::Languages=none"]
+            "-o", "APT::Architectures=amd64", "-o", "Acquire::Languages=none",
+            "-o", "Acquire::Check-Valid-Until=false"]
 
 
 def _apt(line, *args, quiet=True):

@@ -7,6 +7,11 @@ needs and asserting on what the guests print.
     ./hcasim suite faults --kernels bookworm,trixie,sid
                                    a matrix: each suite on each Debian
                                    kernel line's current kernel package
+    ./hcasim suite --image debian13
+                                   every suite on the Debian 13 image
+    ./hcasim suite smoke verbs --image all
+                                   a matrix: each suite on each guest
+                                   image (its own kernel and rdma-core)
     ./hcasim suite 17-faults       one guest test by name
 
 Each suite is a list of guest tests (testbench/guest/NN-*.sh; their TAP
@@ -55,6 +60,9 @@ SUITES = {
                 "kernels (--kernel/--modules, an initramfs from each package's tree): probe, Active port, IPoIB, "
                 "RC and UD pingpongs with their stock mlx5 drivers",
                 ["23-kernel-bookworm", "24-kernel-trixie", "25-kernel-sid"]),
+    "images": ("each guest image's own stack (kernel, stock drivers, rdma-core): probe, IPoIB, RC/UD/SRQ "
+               "pingpongs, ib_write_bw, part of its rdma-core suite; with --image all, a column per image",
+               ["26-image-smoke"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),
@@ -74,12 +82,13 @@ def run_tests(names, jobs, opts_extra):
     runs alone (the machine's cores go to its VMs)."""
     results = {}
     lock = threading.Lock()
+    image = opts_extra.get("image", build.DEFAULT_IMAGE)
 
     def one(name):
         timing = {}
         outcomes = testing.guest_test(script_of(name), timing=timing, **opts_extra)
         with lock:
-            results[name] = (outcomes, timing[script_of(name).stem][0])
+            results[name] = (outcomes, timing[testing.label_of(script_of(name), image)][0])
 
     single = [n for n in names if testing.guest_header(script_of(n))[0].nodes == 1]
     multi = [n for n in names if n not in single]
@@ -94,11 +103,18 @@ def run_tests(names, jobs, opts_extra):
     return results
 
 
-def junit(path, suites, results):
+def junit(suites, results, properties=None):
+    """JUnit XML of one run; properties (e.g. {"image": ...}) go on every
+    test suite. results: {test: (outcomes, seconds)}; a suite's test that
+    did not run there (another image's) is left out."""
     root = ET.Element("testsuites")
     for suite in suites:
-        tests = SUITES[suite][1]
+        tests = [t for t in SUITES[suite][1] if t in results]
         ts = ET.SubElement(root, "testsuite", name=suite)
+        if properties:
+            props = ET.SubElement(ts, "properties")
+            for k, v in properties.items():
+                ET.SubElement(props, "property", name=k, value=v)
         n = f = 0
         for t in tests:
             outcomes, secs = results[t]
@@ -111,7 +127,15 @@ def junit(path, suites, results):
                     ET.SubElement(tc, "failure", message=o.detail or "failed").text = o.detail
         ts.set("tests", str(n))
         ts.set("failures", str(f))
-    ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
+    return root
+
+
+def write_junit(path, roots):
+    """One file of the testsuites of several runs (a matrix's columns)."""
+    top = ET.Element("testsuites")
+    for r in roots:
+        top.extend(list(r))
+    ET.ElementTree(top).write(path, encoding="unicode", xml_declaration=True)
 
 
 def expand(names):
@@ -129,41 +153,62 @@ def pinned(name):
     return testing.guest_header(script_of(name))[0].kernel_line != ""
 
 
-def matrix(a, suites, lines):
-    """Each suite's tests on each kernel line; a table test x kernel."""
+def columns_of(images, lines):
+    """The matrix's columns: (label, image, kernel line or None)."""
+    cols = []
+    for img in images:
+        for line in lines or [None]:
+            parts = ([img] if len(images) > 1 or img != build.DEFAULT_IMAGE or not lines else []) + \
+                    ([line] if line else [])
+            cols.append(("/".join(parts), img, line))
+    return cols
+
+
+def matrix(a, suites, cols):
+    """Each suite's tests in each column (a guest image, a kernel line or
+    both); a table test x column. A test that does not apply to an image
+    (its header's images=) shows "-" there."""
     names = [t for s in suites for t in SUITES[s][1] if not pinned(t)]
     names = list(dict.fromkeys(names))
     if not names:
         die("nothing to run: the tests named pin their own kernel (kernel=LINE)")
     base = testing.load_baseline()
-    cells, failed = {}, []
+    cells, failed, roots = {}, [], []
     t0 = time.monotonic()
-    for line in lines:
-        k, m = kernels.fetch(line)
-        say(f"kernel {line}: {', '.join(names)}")
-        extra = {"kernel": str(k), "modules": str(m), "expect_dmesg": a.expect_dmesg or ""}
-        results = run_tests(names, a.jobs, extra)
-        for t in names:
+    for label, img, line in cols:
+        extra = {"image": img, "expect_dmesg": a.expect_dmesg or ""}
+        if line:
+            k, m = kernels.fetch(line)
+            extra.update(kernel=str(k), modules=str(m))
+        here = [t for t in names if testing.applies(script_of(t), img)]
+        say(f"{label}: {', '.join(here)}")
+        results = run_tests(here, a.jobs, extra)
+        for t in here:
             outcomes, secs = results[t]
-            testing.apply_baseline(t, outcomes, base)
+            testing.apply_baseline(testing.label_of(script_of(t), img), outcomes, base)
             p = sum(o.passed for o in outcomes)
-            cells[t, line] = (p, len(outcomes) - p, secs)
-            failed += [(line, t, o) for o in outcomes if not o.passed]
-    print(f"\n{'test':20}" + "".join(f" {line:>20}" for line in lines) + "   (passed/failed, seconds)")
+            cells[t, label] = (p, len(outcomes) - p, secs)
+            failed += [(label, t, o) for o in outcomes if not o.passed]
+        props = {"image": img, **({"kernel": line} if line else {})}
+        roots.append(junit(suites, results, props))
+    labels = [c[0] for c in cols]
+    print(f"\n{'test':20}" + "".join(f" {label:>20}" for label in labels) + "   (passed/failed, seconds)")
     for t in names:
-        row = "".join(f" {f'{cells[t, line][0]}/{cells[t, line][1]}, {cells[t, line][2]:.0f}s':>20}"
-                      for line in lines)
+        row = "".join(f" {f'{cells[t, c][0]}/{cells[t, c][1]}, {cells[t, c][2]:.0f}s' if (t, c) in cells else '-':>20}"
+                      for c in labels)
         print(f"{t:20}{row}")
     if failed:
         print("\nFailures:")
-        for line, t, o in failed:
-            print(f"  [{line}] [{t}] {o.name}")
+        for label, t, o in failed:
+            print(f"  [{label}] [{t}] {o.name}")
         for d in sorted({o.detail for _, _, o in failed if o.detail}):
             print(f"  artifacts: {d}")
             for h in clues.clues(Path(d)):
                 print(f"    {h}")
+    xml = Path(a.junit) if a.junit else BUILD / "suite-results.xml"
+    write_junit(xml, roots)
     total_pass = sum(c[0] for c in cells.values())
-    print(f"\nwall time {time.monotonic() - t0:.0f}s")
+    print(f"\nJUnit XML: {xml}; wall time {time.monotonic() - t0:.0f}s")
     print(f"{total_pass} passed, {len(failed)} failed")
     return 0 if not failed and total_pass else 1
 
@@ -176,31 +221,39 @@ def main(a):
     suites = expand(a.names)
     if a.kernels and (a.kernel or a.modules or a.test_fault):
         die("--kernels runs Debian's kernel packages: not with --kernel, --modules or --test-fault")
+    images = build.image_names(a.image) if a.image else [build.DEFAULT_IMAGE]
     if not a.no_build:
-        build.everything()
-    if a.kernels:
-        return matrix(a, suites, [line.strip() for line in a.kernels.split(",") if line.strip()])
-    extra = {}
+        build.everything(images=images)
+    lines = [line.strip() for line in (a.kernels or "").split(",") if line.strip()]
+    if lines or len(images) > 1:
+        return matrix(a, suites, columns_of(images, lines))
+    image = images[0]
+    extra = {"image": image}
     if a.modules or a.kernel or a.test_fault or a.expect_dmesg:
-        extra = {"modules": driver.resolve_modules(a.modules), "kernel": a.kernel or "",
-                 "test_fault": a.test_fault or "", "expect_dmesg": a.expect_dmesg or ""}
+        extra.update(modules=driver.resolve_modules(a.modules), kernel=a.kernel or "",
+                     test_fault=a.test_fault or "", expect_dmesg=a.expect_dmesg or "")
     if a.test_fault:
         say(f"WARNING: the device runs with the deliberate test fault '{a.test_fault}'")
     names = []
     for s in suites:
         for t in SUITES[s][1]:
-            if t not in names:
+            if t not in names and testing.applies(script_of(t), image):
                 names.append(t)
+    if not names:
+        die(f"nothing to run on {image}: the tests named are for other images (their images=)")
     t0 = time.monotonic()
     results = run_tests(names, a.jobs, extra)
     base = testing.load_baseline()
     for t in names:
-        testing.apply_baseline(t, results[t][0], base)
+        testing.apply_baseline(testing.label_of(script_of(t), image), results[t][0], base)
     print()
     print(f"{'suite':10} {'test':18} {'passed':>7} {'failed':>7} {'seconds':>8}  artifacts of failures")
     total_pass = total_fail = 0
     for s in suites:
         for t in SUITES[s][1]:
+            if t not in results:
+                print(f"{s:10} {t:18} {'-':>7} {'-':>7} {'-':>8}  (not for {image})")
+                continue
             outcomes, secs = results[t]
             p = sum(o.passed for o in outcomes)
             f = len(outcomes) - p
@@ -224,7 +277,7 @@ def main(a):
             print(f"  note: the device ran with the deliberate test fault '{a.test_fault}' "
                   f"(requester CQEs carry a wrong opcode); the failures above are expected to point at it")
     xml = Path(a.junit) if a.junit else BUILD / "suite-results.xml"
-    junit(xml, suites, results)
+    write_junit(xml, [junit(suites, results, {"image": image})])
     print(f"\nJUnit XML: {xml}; wall time {time.monotonic() - t0:.0f}s")
     print(f"{total_pass} passed, {total_fail} failed")
     return 0 if total_fail == 0 and total_pass else 1

@@ -56,7 +56,9 @@ def guest_header(script, depth="full"):
     the full depth's would waste CI time on a hung guest),
     kernel=LINE (boot the current Debian kernel package of LINE, bookworm,
     trixie or sid, through --kernel/--modules: tools/hcasim/kernels.py),
-    ci=0 (a long test: ./hcasim suite runs it, ./hcasim test does not)."""
+    images=NAME,... (the guest images the test applies to, default all:
+    build.IMAGES), ci=0 (a long test: ./hcasim suite runs it, ./hcasim test
+    does not)."""
     opts = {"nodes": "1", "timeout": "300", "reboot": "0", "sm": "1", "fabric": "1"}
     fabric_args, includes = [], []
     env, append = [], []
@@ -73,7 +75,7 @@ def guest_header(script, depth="full"):
                     env.append(v)
                 elif k == "append":
                     append.append(v)
-                elif k == "ci":
+                elif k in ("ci", "images"):
                     pass
                 else:
                     opts[k] = v
@@ -82,6 +84,28 @@ def guest_header(script, depth="full"):
                        builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args,
                        extra_append=" ".join(append), kernel_line=opts.get("kernel", ""))
     return vmo, includes, env
+
+
+def applies(script, image):
+    """Whether the test runs on the guest image (its header's images=)."""
+    for line in script.read_text().splitlines()[:10]:
+        m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
+        if m:
+            for kv in m.group(1).split():
+                if kv.startswith("images="):
+                    return image in kv[7:].split(",")
+    return True
+
+
+# The guest test every image runs in ./hcasim test (the others run the
+# whole set on the default image only).
+IMAGE_SMOKE = "26-image-smoke"
+
+
+def label_of(script, image):
+    """A guest test's name in results and timings: its stem, with @IMAGE
+    off the default image."""
+    return script.stem if image == build.DEFAULT_IMAGE else f"{script.stem}@{image}"
 
 
 def suite_only(script):
@@ -120,16 +144,19 @@ def time_split(output, wall):
     return {"boot": start, "driver": active - start, "workload": end - active, "outside": max(wall - end, 0.0)}
 
 
-def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", depth="full", timing=None):
-    """Runs one guest test; its outcomes. depth "quick" (./hcasim test)
-    shortens the stress loops and subsets (lib.sh's reps); timing, a dict,
-    gets {script stem: (wall seconds, time_split)}."""
+def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", depth="full", timing=None,
+               image=build.DEFAULT_IMAGE):
+    """Runs one guest test on the guest image; its outcomes. depth "quick"
+    (./hcasim test) shortens the stress loops and subsets (lib.sh's reps);
+    timing, a dict, gets {label: (wall seconds, time_split)}, the label
+    being the script's stem (with "@image" off the default image)."""
     t0 = time.monotonic()
     opts, includes, env = guest_header(script, depth)
     env = env + [f"HCASIM_DEPTH={depth}"]
     if expect_dmesg:
         env = env + [f"HCASIM_EXPECT_DMESG={expect_dmesg}"]
-    opts.modules, opts.kernel, opts.test_fault = modules, kernel, test_fault
+    opts.modules, opts.kernel, opts.test_fault, opts.image = modules, kernel, test_fault, image
+    label = label_of(script, image)
     if opts.kernel_line and not kernel:
         k, m = kernels.fetch(opts.kernel_line)
         opts.kernel, opts.modules = str(k), str(m)
@@ -139,18 +166,18 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
     parts = ([(GUEST_DIR / "lib.sh").read_text()] + [f"export {shlex.quote(e)}" for e in env] +
              [(GUEST_DIR / inc).read_text() for inc in includes])
     combined.write_text("\n".join(parts + [script.read_text()]))
-    say(f"guest test {script.name} ({opts.nodes} node(s), budget {opts.timeout:.0f}s)")
-    run_dir, results = vm.run_script(combined, opts, name=f"test-{script.stem}", quiet=True)
+    say(f"guest test {script.name} ({opts.nodes} node(s), image {image}, budget {opts.timeout:.0f}s)")
+    run_dir, results = vm.run_script(combined, opts, name=f"test-{label.replace('@', '-')}", quiet=True)
     outcomes = []
     for r in results:
-        got = tap_outcomes(script.stem, f"node{r.node}", r.output, run_dir)
+        got = tap_outcomes(label, f"node{r.node}", r.output, run_dir)
         outcomes += got
         if r.exit_code != 0:
             why = "timed out" if r.timed_out else (
                 "no result (guest crashed?)" if r.exit_code is None else f"exit code {r.exit_code}")
-            outcomes.append(Outcome(script.stem, f"node{r.node}: script {why}", False, str(run_dir)))
+            outcomes.append(Outcome(label, f"node{r.node}: script {why}", False, str(run_dir)))
         elif not got:
-            outcomes.append(Outcome(script.stem, f"node{r.node}: no TAP lines", False, str(run_dir)))
+            outcomes.append(Outcome(label, f"node{r.node}: no TAP lines", False, str(run_dir)))
     # NN-name.host: checks on the host side of the run (capture, traces),
     # run with the run directory as $1; its TAP lines count too.
     host = script.with_suffix(".host")
@@ -158,14 +185,14 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
         r = capture(["bash", "-c", (GUEST_DIR / "lib.sh").read_text() + "\n" + host.read_text(), "host-check",
                      str(run_dir)])
         (run_dir / "host-check.log").write_text(r.stdout + r.stderr)
-        got = tap_outcomes(script.stem, "host", r.stdout, run_dir)
+        got = tap_outcomes(label, "host", r.stdout, run_dir)
         outcomes += got
         if r.returncode != 0 or not got:
-            outcomes.append(Outcome(script.stem, f"host: check script exit code {r.returncode}", False, str(run_dir)))
+            outcomes.append(Outcome(label, f"host: check script exit code {r.returncode}", False, str(run_dir)))
     wall = time.monotonic() - t0
     split = time_split(next((r.output for r in results if r.node == 0), ""), wall)
     if timing is not None:
-        timing[script.stem] = (wall, split)
+        timing[label] = (wall, split)
     where = "" if not split else " (" + ", ".join(f"{k} {v:.0f}s" for k, v in split.items()) + ")"
     say(f"  {sum(o.passed for o in outcomes)} passed, {sum(not o.passed for o in outcomes)} failed in "
         f"{wall:.0f}s{where}; artifacts in {run_dir}")
@@ -197,8 +224,11 @@ def load_baseline(depth="full"):
 
 def apply_baseline(name, outcomes, base):
     """A guest test whose passing checks dropped below its baseline fails,
-    even if nothing printed "not ok" (it silently stopped checking things)."""
+    even if nothing printed "not ok" (it silently stopped checking things).
+    NAME is a test's stem or its label on another image (TEST@IMAGE), which
+    has a baseline line of its own or else the test's."""
     passed = sum(o.passed for o in outcomes)
+    name = name if name in base else name.split("@")[0]
     if name in base and passed < base[name]:
         where = next((o.detail for o in outcomes if o.detail), "")
         outcomes.append(Outcome(name, f"baseline: {passed} checks passed, {base[name]} expected "
@@ -231,17 +261,21 @@ def print_timing(timing):
     """Where ./hcasim test's guest time went, per test."""
     if not timing:
         return
-    print(f"\n{'guest test':20} {'wall':>6} {'boot':>6} {'driver':>7} {'workload':>9} {'outside':>8}  (seconds)")
+    print(f"\n{'guest test':24} {'wall':>6} {'boot':>6} {'driver':>7} {'workload':>9} {'outside':>8}  (seconds)")
     for name, (wall, split) in timing.items():
         cols = "".join(f" {split[k]:{w}.0f}" for k, w in (("boot", 6), ("driver", 7), ("workload", 9),
                                                           ("outside", 8))) if split else "  (no time marks)"
-        print(f"{name:20} {wall:6.0f}{cols}")
-    print(f"{'total':20} {sum(w for w, _ in timing.values()):6.0f}")
+        print(f"{name:24} {wall:6.0f}{cols}")
+    print(f"{'total':24} {sum(w for w, _ in timing.values()):6.0f}")
 
 
 def main(args):
     guest_only = getattr(args, "guest_only", False)
-    build.everything(sanitizers=not guest_only)
+    image = args.image or build.DEFAULT_IMAGE
+    # Without --image: every test on the default image, the image smoke
+    # test on the others as well.
+    others = [] if args.image else [i for i in build.IMAGES if i != image]
+    build.everything(sanitizers=not guest_only, images=[image, *others])
     outcomes = []
     if not guest_only:
         say("unit and device-level tests")
@@ -259,12 +293,17 @@ def main(args):
             say("suite-only guest tests, not run here (./hcasim suite runs them): "
                 + " ".join(s.stem for s in long))
         scripts = [s for s in scripts if s not in long]
+    elsewhere = [s for s in scripts if not applies(s, image)]
+    if elsewhere:
+        say(f"guest tests for other images, not run on {image}: " + " ".join(s.stem for s in elsewhere))
+    runs = [(s, image) for s in scripts if s not in elsewhere]
+    runs += [(s, i) for i in others for s in scripts if s.stem == IMAGE_SMOKE and applies(s, i)]
     timing = {}
     if not args.no_guest:
         base = load_baseline("quick")
-        for s in scripts:
-            got = guest_test(s, depth="quick", timing=timing)
-            apply_baseline(s.stem, got, base)
+        for s, i in runs:
+            got = guest_test(s, depth="quick", timing=timing, image=i)
+            apply_baseline(label_of(s, i), got, base)
             outcomes += got
         if not args.only or any(o in "fault-self-test" for o in args.only):
             outcomes += fault_self_test()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hcasim import fault, initramfs, inspect_hca, pci_fault, postmortem, rundir
 from hcasim.fabric_ctl import fabric_command
-from hcasim.build import artifacts
+from hcasim.build import DEFAULT_IMAGE, artifacts
 from hcasim.common import ROOT, RUNS, say
 
 MGMT_NET = "10.77.0.{}"  # node i has 10.77.0.(i+1), set by the guest init
@@ -46,6 +46,7 @@ class VmOptions:
     kernel: str = ""            # a user-supplied kernel image
     initrd: str = ""            # set by stage_modules(): the initramfs made for a modular user kernel
     kernel_line: str = ""       # a guest test's kernel=LINE: a Debian release whose kernel package to boot
+    image: str = DEFAULT_IMAGE  # the guest image (build.IMAGES): root disk, kernel and initramfs
     test_fault: str = ""        # test-only: a deliberate device bug (x-test-fault)
     faults: list = field(default_factory=list)  # faults armed at power-on (docs/FAULTS.md)
 
@@ -68,7 +69,7 @@ class Cluster:
     def __init__(self, run_dir, opts):
         self.run_dir = Path(run_dir)
         self.opts = opts
-        self.art = artifacts()
+        self.art = artifacts(opts.image)
         # Unix socket paths must stay short: keep them out of the run dir.
         self.sock_dir = Path(tempfile.mkdtemp(prefix="hcasim-"))
         self.fabric = None
@@ -434,7 +435,7 @@ def stage_modules(run_dir, opts):
         staged = run_dir / "modules" / release
         initramfs.depmod(staged, release)
         out = rundir.host_side(run_dir, create=True) / "initrd.img"
-        mods = initramfs.build(artifacts()["initrd"], staged, release, out)
+        mods = initramfs.build(artifacts(opts.image)["initrd"], staged, release, out)
         opts.initrd = str(out)
         say(f"kernel {release}: initramfs with {len(mods)} modules of its tree")
 
@@ -459,15 +460,16 @@ def run_script(script, opts, name="run", quiet=False):
     # Helper programs of the guest tests, at /hcasim/py in every guest.
     shutil.copytree(ROOT / "testbench" / "guest" / "py", run_dir / "py")
     stage_modules(run_dir, opts)
-    # Guest modules of ours (guest-driver/), when built: /hcasim/kverbs.
+    # Guest modules of ours (guest-driver/), when built: /hcasim/kverbs
+    # (built for the default image's kernel only).
     kverbs = ROOT / "build" / "kverbs"
-    if kverbs.is_dir():
+    if kverbs.is_dir() and opts.image == DEFAULT_IMAGE:
         shutil.copytree(kverbs, run_dir / "kverbs", ignore=shutil.ignore_patterns("*.o", ".*", "*.mod*", "*.cmd"))
     # Guest test programs of ours (testbench/guest/tools), when built: /hcasim/tools.
     tools = ROOT / "build" / "guest-tools"
     if tools.is_dir():
         shutil.copytree(tools, run_dir / "tools")
-    art = artifacts()
+    art = artifacts(opts.image)
     shutil.copy(art["manifest"], run_dir / "image-manifest.txt")
     make_canary(run_dir)
     cluster = Cluster(run_dir, opts)

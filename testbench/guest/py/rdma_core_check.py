@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the output of the rdma-core test suite (run_tests.py -v) against
-the expected outcome of every test (rdma-core-expected.txt): pass, skip
+the expected outcome of every test (rdma-core-expected.<image>.txt): pass, skip
 with a named reason, or a known error with a named reason. Prints TAP lines
 (one per test expected to pass, one per group of the others) and exits 1
 on any failed check.
@@ -16,6 +16,7 @@ Usage: rdma_core_check.py [--only PATTERN,...] OUTPUT EXPECTED
        rdma_core_check.py --record OUTPUT EXPECTED   (prints a new
        expectation file from OUTPUT, reusing EXPECTED's reason table)"""
 import ast
+import os
 import re
 import sys
 
@@ -125,6 +126,11 @@ class Tap:
 
 def main(out_path, exp_path, only=()):
     out = open(out_path, errors="replace").read()
+    if not os.path.exists(exp_path):
+        # An image whose rdma-core has no expectations recorded yet.
+        print(f"not ok 1 - expected outcomes of this image's rdma-core suite: no {os.path.basename(exp_path)} "
+              f"(record one: rdma_core_check.py --record)")
+        return 1
     reasons, expected = load(exp_path)
     if only:
         expected = {t: v for t, v in expected.items() if any(p in t for p in only)}
@@ -162,7 +168,7 @@ def main(out_path, exp_path, only=()):
             k, why = got[test]
             text = reasons[expected[test][1]][0]
             if k != kind or not matches(kind, why, text):
-                hint = " (now passes: update rdma-core-expected.txt)" if k == "pass" else ""
+                hint = " (now passes: update rdma-core-expected.<image>.txt)" if k == "pass" else ""
                 bad.append(f"{test}: expected {kind} '{text}', got {k} '{why[:300]}'{hint}")
         used = sorted({expected[t][1] for t in tests})
         tap.check(f"{len(tests)} tests {'skip' if kind == 'skip' else 'fail'} as expected, "
