@@ -16,13 +16,20 @@
 # version of every listed package; a new kernel revision in the archive
 # therefore produces a new image.  The directory is linked to LINK.
 #
-# Usage: images/build-image.sh NAME LINK
+# With --build-root, the image also gets a build root (<key>/buildroot): a
+# minimal chroot of the same release with its gcc, make and the headers of
+# the image's kernel, in which modules for that kernel are built
+# (tools/hcasim/build.py: kverbs, the driver under test). A newer release's
+# kernel wants its own compiler and build programs, not this host's.
+#
+# Usage: images/build-image.sh NAME LINK [--build-root]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HCASIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hcasim}
 name=${1:?usage: build-image.sh debian12|debian13|unstable LINK}
-link=$(realpath -m "${2:?usage: build-image.sh NAME LINK}")
+link=$(realpath -ms "${2:?usage: build-image.sh NAME LINK}")  # the link itself, not its target
+want_build_root=${3:-}
 mirror=${HCASIM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security_mirror=${HCASIM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -84,8 +91,48 @@ publish() {
     sed -n '1,3p' "$dir/manifest.txt"
 }
 
+# The release's apt sources in a chroot made by debootstrap (the archive may
+# be a snapshot whose Release files are past their Valid-Until: sid's, a
+# week after signing).
+apt_sources_in() {
+    rm -f "$1/etc/apt/sources.list.d/"*
+    sources | sed 's/ \[signed-by=[^]]*\]//' > "$1/etc/apt/sources.list"
+    echo 'Acquire::Check-Valid-Until "false";' > "$1/etc/apt/apt.conf.d/99hcasim-snapshot"
+}
+
+# No initramfs of Debian's in a chroot of ours: the image boots the one made
+# below, and a build root boots nothing.
+no_initramfs() {
+    chroot "$1" dpkg-divert --local --rename --add /usr/sbin/update-initramfs > /dev/null
+    printf '#!/bin/sh\n# hcasim: no initramfs here (images/build-image.sh)\nexit 0\n' > "$1/usr/sbin/update-initramfs"
+    chmod +x "$1/usr/sbin/update-initramfs"
+}
+
+build_root() {
+    local br=$dir/buildroot kver blog
+    [ -f "$br/.complete" ] && return 0
+    kver=$(awk '$1 == "kernel" {print $2}' "$dir/manifest.txt")
+    blog=$dir/buildroot.log
+    step "build root for $kver: $release's gcc and linux-headers-$kver - log in $blog"
+    rm -rf "$br.tmp"
+    debootstrap --variant=minbase --keyring="$keyring" "$release" "$br.tmp" "$mirror" > "$blog" 2>&1 ||
+        { tail -20 "$blog"; die "debootstrap failed"; }
+    apt_sources_in "$br.tmp"
+    no_initramfs "$br.tmp"
+    # In a mount namespace of its own: /proc and /dev go away with it.
+    unshare --mount --fork sh -c 'mount -t proc proc "$0/proc" && mount --bind /dev "$0/dev" &&
+        chroot "$0" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$0" apt-get install -y \
+            --no-install-recommends make gcc "linux-headers-$1" && chroot "$0" apt-get clean' \
+        "$br.tmp" "$kver" >> "$blog" 2>&1 || { tail -20 "$blog"; die "the build root's apt-get failed"; }
+    rm -rf "$br.tmp"/var/lib/apt/lists/*
+    touch "$br.tmp/.complete"
+    mv "$br.tmp" "$br"
+    step "build root ready: $br"
+}
+
 if [ -f "$dir/.complete" ]; then
     publish
+    [ "$want_build_root" != --build-root ] || build_root
     exit 0
 fi
 
@@ -109,18 +156,12 @@ step "debootstrap $release (minbase) - log in $log"
 debootstrap --variant=minbase --keyring="$keyring" "$release" "$root" "$mirror" >> "$log" 2>&1 ||
     { tail -20 "$log"; die "debootstrap failed"; }
 
-rm -f "$root/etc/apt/sources.list.d/"*
-sources | sed 's/ \[signed-by=[^]]*\]//' > "$root/etc/apt/sources.list"
-# The archive this machine reaches may be a snapshot whose Release files
-# are past their Valid-Until (sid's, a week after signing).
-echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99hcasim-snapshot"
+apt_sources_in "$root"
 # No services may start inside the build chroot, and the kernel package must
 # not build Debian's initramfs: ours (below) is what the guest boots.
 printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
 chmod +x "$root/usr/sbin/policy-rc.d"
-chroot "$root" dpkg-divert --local --rename --add /usr/sbin/update-initramfs >> "$log" 2>&1
-printf '#!/bin/sh\n# hcasim: the guest boots the initramfs of images/build-image.sh\nexit 0\n' > "$root/usr/sbin/update-initramfs"
-chmod +x "$root/usr/sbin/update-initramfs"
+no_initramfs "$root"
 
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
@@ -195,3 +236,4 @@ rm -rf "$dir"
 mv "$work" "$dir"
 trap - ERR EXIT
 publish
+[ "$want_build_root" != --build-root ] || build_root

@@ -13,7 +13,12 @@
 #include <linux/vmalloc.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+/* <linux/unaligned.h> since 6.12; <asm/unaligned.h> before (6.1). */
+#if __has_include(<linux/unaligned.h>)
+#include <linux/unaligned.h>
+#else
 #include <asm/unaligned.h>
+#endif
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 

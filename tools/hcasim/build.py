@@ -10,8 +10,8 @@ from hcasim import deps
 from hcasim.common import BUILD, ROOT, SAN_BUILD, capture, die, run, say
 
 KVERBS_SRC = ROOT / "guest-driver" / "kverbs"
-KVERBS_OBJ = BUILD / "kverbs-obj"   # the kbuild tree (sources copied in)
-KVERBS_OUT = BUILD / "kverbs"       # what the guests get: /hcasim/kverbs/kverbs.ko
+KVERBS_OBJ = BUILD / "kverbs-obj"   # the kbuild tree for an image of the host's own release (sources copied in)
+KVERBS_OUT = BUILD / "kverbs"       # <image>/kverbs.ko: what a guest of that image gets as /hcasim/kverbs/kverbs.ko
 
 
 def cmake_tree(tree, *options, env=None, targets=()):
@@ -47,7 +47,25 @@ IMAGES = {
     "debian13": ("trixie", "Debian 13: kernel 6.12, rdma-core 56"),
     "unstable": ("sid", "Debian unstable: kernel 7.x, rdma-core 6x"),
 }
-DEFAULT_IMAGE = "debian12"
+DEFAULT_IMAGE = "debian13"  # Debian stable
+
+
+def host_release():
+    """This machine's Debian release (VERSION_CODENAME of /etc/os-release)."""
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("VERSION_CODENAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return ""
+
+
+def native(name):
+    """Whether modules for the image's kernel build on this host (the same
+    Debian release: its gcc and linux-headers package); else in the image's
+    build root."""
+    return IMAGES[name][0] == host_release()
 
 
 def image_names(spec):
@@ -65,6 +83,23 @@ def image_dir(name=DEFAULT_IMAGE):
 
 def image(name=DEFAULT_IMAGE):
     run([ROOT / "images" / "build-image.sh", name, image_dir(name)])
+
+
+def build_root(name):
+    """The image's build root (images/build-image.sh --build-root): a chroot
+    of its release with its gcc and its kernel's headers; None if it could
+    not be made."""
+    r = run([ROOT / "images" / "build-image.sh", name, image_dir(name), "--build-root"], check=False)
+    return image_dir(name) / "buildroot" if r.returncode == 0 else None
+
+
+def kbuild_in_root(root, headers, mdir, extra=()):
+    """make -C HEADERS M=MDIR modules inside the build root (both paths as
+    seen inside it), in a mount namespace of its own; the CompletedProcess."""
+    script = 'mount -t proc proc "$0/proc" && mount --bind /dev "$0/dev" && exec chroot "$0" "$@"'
+    return subprocess.run(["unshare", "--mount", "--fork", "sh", "-c", script, str(root), "make", "-C", headers,
+                           f"M={mdir}", f"-j{os.cpu_count() or 2}", *extra, "modules"],
+                          capture_output=True, text=True)
 
 
 def image_manifest(name=DEFAULT_IMAGE):
@@ -107,13 +142,14 @@ def kernel_headers(release):
     return headers if (headers / "Makefile").exists() else None
 
 
-def kverbs():
-    """guest-driver/kverbs built against the guest kernel's headers into
-    build/kverbs/kverbs.ko; rebuilt only when its sources or the guest
-    kernel change."""
-    release = guest_kernel_release()
+def kverbs(image=DEFAULT_IMAGE):
+    """guest-driver/kverbs built against the image's kernel headers into
+    build/kverbs/<image>/kverbs.ko: on this host for an image of its own
+    release, in the image's build root for the others; rebuilt only when
+    its sources or the kernel change."""
+    release = guest_kernel_release(image)
     if not release:
-        say("kverbs: the guest image names no kernel; not built")
+        say(f"kverbs: the guest image {image} names no kernel; not built")
         return
     sources = sorted(f for f in KVERBS_SRC.iterdir()
                      if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Kbuild", "Makefile")))
@@ -121,30 +157,42 @@ def kverbs():
     for f in sources:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     key = h.hexdigest()
-    stamp = KVERBS_OBJ / ".hcasim-stamp"
-    ko = KVERBS_OUT / "kverbs.ko"
+    out = KVERBS_OUT / image
+    stamp = out / ".hcasim-stamp"
+    ko = out / "kverbs.ko"
     if ko.exists() and stamp.exists() and stamp.read_text() == key:
-        say("kverbs.ko is up to date")
+        say(f"kverbs.ko for {image} is up to date")
         return
-    headers = kernel_headers(release)
-    if not headers:
-        say(f"kverbs: apt has no linux-headers-{release}; kverbs.ko not built (the kverbs guest test will fail)")
-        return
-    say(f"building kverbs.ko for {release}")
-    KVERBS_OBJ.mkdir(parents=True, exist_ok=True)
+    if native(image):
+        headers = kernel_headers(release)
+        if not headers:
+            say(f"kverbs: apt has no linux-headers-{release}; kverbs.ko not built (the kverbs guest test will fail)")
+            return
+        obj, inside = KVERBS_OBJ, None
+    else:
+        root = build_root(image)
+        if not root:
+            say(f"kverbs: no build root for {image}; kverbs.ko not built (the kverbs guest test will fail there)")
+            return
+        headers, obj, inside = f"/usr/src/linux-headers-{release}", root / "build" / "kverbs", "/build/kverbs"
+    say(f"building kverbs.ko for {release} ({image})")
+    obj.mkdir(parents=True, exist_ok=True)
     for f in sources:
-        dst = KVERBS_OBJ / f.name
+        dst = obj / f.name
         if not dst.exists() or dst.read_bytes() != f.read_bytes():
             shutil.copy2(f, dst)
-    r = subprocess.run(["make", "-C", str(headers), f"M={KVERBS_OBJ}", f"-j{os.cpu_count() or 2}", "modules"],
-                       capture_output=True, text=True)
-    (KVERBS_OBJ / "build.log").write_text(r.stdout + r.stderr)
+    if inside:
+        r = kbuild_in_root(root, headers, inside)
+    else:
+        r = subprocess.run(["make", "-C", str(headers), f"M={obj}", f"-j{os.cpu_count() or 2}", "modules"],
+                           capture_output=True, text=True)
+    (obj / "build.log").write_text(r.stdout + r.stderr)
     if r.returncode != 0:
         tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
-        die(f"building kverbs.ko failed (log {KVERBS_OBJ / 'build.log'}):\n{tail}")
-    KVERBS_OUT.mkdir(parents=True, exist_ok=True)
+        die(f"building kverbs.ko for {image} failed (log {obj / 'build.log'}):\n{tail}")
+    out.mkdir(parents=True, exist_ok=True)
     # Without debug info (1 MB -> ~60 KB): the guests get a copy per run.
-    run(["objcopy", "--strip-debug", KVERBS_OBJ / "kverbs.ko", ko], quiet=True)
+    run(["objcopy", "--strip-debug", obj / "kverbs.ko", ko], quiet=True)
     stamp.write_text(key)
     say(f"kverbs.ko: {ko}")
 
@@ -179,7 +227,7 @@ def everything(sanitizers=False, images=(DEFAULT_IMAGE,)):
     for name in dict.fromkeys((DEFAULT_IMAGE, *images)):
         say(f"building the guest image {name} ({IMAGES[name][1]})")
         image(name)
-    kverbs()
+        kverbs(name)
     guest_tools()
     if sanitizers:
         say("building the ASan/UBSan + libFuzzer tree")

@@ -176,7 +176,7 @@ def main(argv=None):
 
     s = sub.add_parser("driver", help="build mlx5_core/mlx5_ib/ib_ipoib from source for the guest kernel")
     s.add_argument("action", choices=["build", "show"], help="build: build the modules; show: what is built")
-    s.add_argument("--source", help="a kernel tree to build from (default: Debian's linux-source-6.1 at the "
+    s.add_argument("--source", help="a kernel tree to build from (default: Debian's linux-source-X.Y at the "
                    "guest kernel's exact version)")
     s.add_argument("--patch", action="append", default=[], help="a patch to apply first (repeatable)")
     add_image_option(s)

@@ -1,10 +1,12 @@
 """The driver under test, built from source: mlx5_core, mlx5_ib and ib_ipoib
-compiled as out-of-tree modules for the guest kernel, from Debian's
-linux-source-6.1 of the guest kernel's exact version (or a kernel tree the
-user points to), with the user's patches applied.
+compiled as out-of-tree modules for a guest image's kernel, from Debian's
+linux-source-X.Y of that kernel's exact version (or a kernel tree the user
+points to), with the user's patches applied. An image of this host's
+release gets them built on this host; the others in the image's build root (a chroot of its
+release with its gcc and kernel headers: images/build-image.sh).
 
-    ./hcasim driver build [--source DIR] [--patch FILE ...]
-    ./hcasim run --modules build/driver/current ...   (or suite/test/demo)
+    ./hcasim driver build [--image NAME] [--source DIR] [--patch FILE ...]
+    ./hcasim run [--image NAME] --modules build/driver/current ...   (or suite/test/demo)
 
 The guest init installs the modules it finds in /hcasim/modules/<kernel
 release>/ under /lib/modules/<release>/updates/ and runs depmod, so
@@ -16,8 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hcasim import deps
-from hcasim.build import DEFAULT_IMAGE, image_dir
+from hcasim import deps, kernels
+from hcasim.build import DEFAULT_IMAGE, IMAGES, build_root, image_dir, kbuild_in_root, native
 from hcasim.common import BUILD, CACHE, die, run, say
 
 # The three drivers, their directories in a kernel tree, and the modules
@@ -34,11 +36,6 @@ COPY = ["drivers/net/ethernet/mellanox", "drivers/infiniband/hw/mlx5", "drivers/
 
 def guest_kernel(image=DEFAULT_IMAGE):
     """(release, Debian version) of the guest image's kernel."""
-    if image != DEFAULT_IMAGE:
-        # Its kernel headers' build programs and configuration come from a
-        # newer Debian (glibc, gcc 14) than this host's.
-        die(f"./hcasim driver build: only the {DEFAULT_IMAGE} image's kernel for now, not {image}'s "
-            "(docs/STATUS.md: Guest images)")
     manifest = image_dir(image) / "manifest.txt"
     if not manifest.exists():
         die("the guest image is not built yet (./hcasim build)")
@@ -49,28 +46,30 @@ def guest_kernel(image=DEFAULT_IMAGE):
     die(f"{manifest} names no kernel")
 
 
-def debian_source(version):
-    """Debian's linux-source-6.1 at exactly the guest kernel's version,
-    extracted once into the cache."""
+def debian_source(version, line):
+    """Debian's linux-source-X.Y of release LINE at exactly the guest
+    kernel's version, its driver directories extracted once into the cache."""
+    src = "linux-source-" + ".".join(version.split(".")[:2])
     dest = CACHE / "ksrc" / version
-    tree = dest / "linux-source-6.1"
+    tree = dest / src
     if (tree / "Makefile").exists():
         return tree
     dl = dest / "deb"
     dl.mkdir(parents=True, exist_ok=True)
-    say(f"downloading linux-source-6.1 {version} (Debian's source of the guest kernel)")
-    run(["apt-get", "download", f"linux-source-6.1={version}"], cwd=dl)
-    debs = list(dl.glob("linux-source-6.1_*.deb"))
-    if not debs:
-        die(f"apt-get download linux-source-6.1={version} produced no package")
+    say(f"downloading {src} {version} (Debian {line}'s source of the guest kernel)")
+    r = run(["apt-get", *kernels._apt_options(line), "download", f"{src}={version}"], cwd=dl, check=False)
+    debs = list(dl.glob(f"{src}_*.deb"))
+    if r.returncode != 0 or not debs:
+        die(f"apt-get download {src}={version} from {line} failed (is the guest image older than the archive? "
+            "./hcasim build rebuilds it)")
     run(["dpkg-deb", "-x", debs[0], dl / "x"])
-    tarball = next((dl / "x").rglob("linux-source-6.1.tar.xz"))
+    tarball = next((dl / "x").rglob(f"{src}.tar.xz"))
     say("extracting the driver directories")
     tmp = dest / "tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    run(["tar", "-xf", tarball, "-C", tmp, "linux-source-6.1/Makefile"] + [f"linux-source-6.1/{d}" for d in COPY])
-    (tmp / "linux-source-6.1").rename(tree)
+    run(["tar", "-xf", tarball, "-C", tmp, f"{src}/Makefile"] + [f"{src}/{d}" for d in COPY])
+    (tmp / src).rename(tree)
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(dl / "x", ignore_errors=True)
     return tree
@@ -79,12 +78,19 @@ def debian_source(version):
 def build(source=None, patches=(), jobs=None, image=DEFAULT_IMAGE):
     """Builds the three modules; returns the directory holding them."""
     release, version = guest_kernel(image)
-    headers = Path(f"/usr/src/linux-headers-{release}")
-    if not (headers / "Makefile").exists():
-        deps.ensure(extra=[f"linux-headers-{release}"])
-    if not (headers / "Makefile").exists():
-        die(f"no kernel headers for the guest kernel {release} (apt package linux-headers-{release})")
-    tree = Path(source).resolve() if source else debian_source(version)
+    root = None
+    if native(image):
+        headers = Path(f"/usr/src/linux-headers-{release}")
+        if not (headers / "Makefile").exists():
+            deps.ensure(extra=[f"linux-headers-{release}"])
+        if not (headers / "Makefile").exists():
+            die(f"no kernel headers for the guest kernel {release} (apt package linux-headers-{release})")
+    else:
+        root = build_root(image)
+        if not root:
+            die(f"no build root for the {image} image (images/build-image.sh {image} LINK --build-root)")
+        headers = Path(f"/usr/src/linux-headers-{release}")
+    tree = Path(source).resolve() if source else debian_source(version, IMAGES[image][0])
     for d in COPY:
         if not (tree / d).is_dir():
             die(f"{tree} is not a kernel tree with {d}")
@@ -106,8 +112,13 @@ def build(source=None, patches=(), jobs=None, image=DEFAULT_IMAGE):
     if all((modules / f"{name}.ko").exists() for name, _, _ in DRIVERS):
         say(f"driver modules up to date: {modules}")
     else:
-        work = out / "src"
+        # The sources are built where the compiler is: in the build root
+        # for a newer image (seen there as /build/driver-KEY).
+        work = root / "build" / f"driver-{key}" if root else out / "src"
+        inside = Path(f"/build/driver-{key}") if root else work
         shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+        out.mkdir(parents=True)
         work.mkdir(parents=True)
         for d in COPY:
             shutil.copytree(tree / d, work / d, symlinks=True)
@@ -122,22 +133,30 @@ def build(source=None, patches=(), jobs=None, image=DEFAULT_IMAGE):
         jobs = jobs or os.cpu_count() or 2
         symvers = {}
         for name, rel, needs in DRIVERS:
-            say(f"building {name}.ko for {release}")
-            extra = " ".join(str(symvers[n]) for n in needs)
-            cmd = ["make", "-C", headers, f"M={work / rel}", f"-j{jobs}", "modules"]
-            if extra:
-                cmd.append(f"KBUILD_EXTRA_SYMBOLS={extra}")
-            r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            say(f"building {name}.ko for {release}" + (f" in {image}'s build root" if root else ""))
+            extra = [f"KBUILD_EXTRA_SYMBOLS={' '.join(str(symvers[n]) for n in needs)}"] if needs else []
+            if root:
+                r = kbuild_in_root(root, str(headers), str(inside / rel), extra)
+            else:
+                cmd = ["make", "-C", headers, f"M={work / rel}", f"-j{jobs}", *extra, "modules"]
+                r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
             (out / f"{name}-build.log").write_text(r.stdout + r.stderr)
             if r.returncode != 0:
                 tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
                 die(f"building {name} failed (log {out / f'{name}-build.log'}):\n{tail}")
-            symvers[name] = work / rel / "Module.symvers"
+            symvers[name] = inside / rel / "Module.symvers"
         modules.mkdir(parents=True, exist_ok=True)
+        (out / "debug").mkdir(exist_ok=True)
         for name, rel, _ in DRIVERS:
-            shutil.copy2(work / rel / f"{name}.ko", modules / f"{name}.ko")
+            # The guests get them without debug info (6.12's mlx5_core: 118
+            # MB -> a few MB, copied into every run and over 9p); the full
+            # ones stay in debug/ for gdb and decode_stacktrace.
+            shutil.copy2(work / rel / f"{name}.ko", out / "debug" / f"{name}.ko")
+            run(["objcopy", "--strip-debug", out / "debug" / f"{name}.ko", modules / f"{name}.ko"], quiet=True)
         (out / "source.txt").write_text(
-            f"kernel {release} ({version})\nsource {tree}\n" + "".join(f"patch {p}\n" for p in patches))
+            f"kernel {release} ({version}), image {image}\nsource {tree}\n" + "".join(f"patch {p}\n" for p in patches))
+        if root:
+            shutil.rmtree(work, ignore_errors=True)
     if current.is_symlink() or current.exists():
         current.unlink()
     current.symlink_to(out.name)

@@ -460,10 +460,10 @@ def run_script(script, opts, name="run", quiet=False):
     # Helper programs of the guest tests, at /hcasim/py in every guest.
     shutil.copytree(ROOT / "testbench" / "guest" / "py", run_dir / "py")
     stage_modules(run_dir, opts)
-    # Guest modules of ours (guest-driver/), when built: /hcasim/kverbs
-    # (built for the default image's kernel only).
-    kverbs = ROOT / "build" / "kverbs"
-    if kverbs.is_dir() and opts.image == DEFAULT_IMAGE:
+    # Guest modules of ours (guest-driver/) for the image's kernel, when
+    # built: /hcasim/kverbs.
+    kverbs = ROOT / "build" / "kverbs" / opts.image
+    if kverbs.is_dir():
         shutil.copytree(kverbs, run_dir / "kverbs", ignore=shutil.ignore_patterns("*.o", ".*", "*.mod*", "*.cmd"))
     # Guest test programs of ours (testbench/guest/tools), when built: /hcasim/tools.
     tools = ROOT / "build" / "guest-tools"

@@ -25,8 +25,9 @@ import sys
 # and after whatever the test printed.
 HEADER = re.compile(r"^(\w+) \((?P<id>tests\.[\w.]+)\)")
 STATUS = re.compile(r"(ok|skipped (?P<reason>.+)|ERROR|FAIL|expected failure|unexpected success)")
-BLOCK = re.compile(r"^(?:ERROR|FAIL): \w+ \((?P<id>tests\.[\w.]+)\)[^\n]*\n-+\n(?P<body>.*?)(?=^=+$|^-+\nRan )",
-                   re.M | re.S)
+# (Newer unittest prints the test's docstring line under the header.)
+BLOCK = re.compile(r"^(?:ERROR|FAIL): \w+ \((?P<id>tests\.[\w.]+)\)[^\n]*\n(?:[^\n-][^\n]*\n)?-+\n"
+                   r"(?P<body>.*?)(?=^=+$|^-+\nRan )", re.M | re.S)
 
 
 def norm(text):
