@@ -44,6 +44,11 @@ barrier ib0-up 120
 
 for dir in 0 1; do
     if [ "$me" = "$dir" ]; then
+        # The first packet to the peer waits for ARP and the SA's path
+        # record, and ib_ipoib keeps only IPOIB_MAX_PATH_REC_QUEUE (3)
+        # packets meanwhile (ipoib_main.c): a 20/s ping may lose one there
+        # (seen once on 6.12 under load). The count below is steady state.
+        check "first reply from $peerip (path resolved)" retry 30 ping -c 1 -W 2 "$peerip"
         l=$(ping_loss -c 100 -i 0.05 -w 30 "$peerip")
         sed 's/^/# /' /tmp/ping.txt | tail -2
         check "ping -c 100 $peerip: 0 % loss" test "$l" = 0

@@ -123,3 +123,22 @@ class MatrixTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BootPanicTest(unittest.TestCase):
+    """./hcasim test runs a guest test once more only when a node without a
+    result died in its kernel before the image's init was ready."""
+
+    def node(self, d, n, console):
+        (d / f"node{n}").mkdir()
+        (d / f"node{n}" / "console.log").write_text(console)
+
+    def test_only_a_panic_before_init_counts(self):
+        from types import SimpleNamespace as R
+        with tempfile.TemporaryDirectory() as t:
+            d = Path(t)
+            self.node(d, 0, "[ 1.6] Oops: int3\n[ 1.6] Kernel panic - not syncing: Fatal exception\n")
+            self.node(d, 1, "hcasim: node1 ready after 7.1s (mode run)\n[ 90.0] Kernel panic - not syncing\n")
+            self.node(d, 2, "[ 1.6] Kernel panic - not syncing\n")
+            results = [R(node=0, exit_code=None), R(node=1, exit_code=None), R(node=2, exit_code=1)]
+            self.assertEqual(testing.boot_panics(d, results), [0])
