@@ -78,7 +78,7 @@ if [ -z "$versions" ] || grep -q '(none)' <<< "$versions"; then
 fi
 key=$({
     echo "$name $release"
-    cat build-image.sh packages.txt initramfs/init
+    cat build-image.sh in-root.sh packages.txt initramfs/init
     find rootfs -type f | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done
     echo "$versions"
 } | sha256sum | cut -c1-16)
@@ -119,11 +119,10 @@ build_root() {
         { tail -20 "$blog"; die "debootstrap failed"; }
     apt_sources_in "$br.tmp"
     no_initramfs "$br.tmp"
-    # In a mount namespace of its own: /proc and /dev go away with it.
-    unshare --mount --fork sh -c 'mount -t proc proc "$0/proc" && mount --bind /dev "$0/dev" &&
-        chroot "$0" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$0" apt-get install -y \
-            --no-install-recommends make gcc "linux-headers-$1" && chroot "$0" apt-get clean' \
-        "$br.tmp" "$kver" >> "$blog" 2>&1 || { tail -20 "$blog"; die "the build root's apt-get failed"; }
+    # shellcheck disable=SC2016  # expanded by the chroot's shell
+    "$here/in-root.sh" "$br.tmp" sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
+        --no-install-recommends make gcc "linux-headers-$1" && apt-get clean' sh "$kver" >> "$blog" 2>&1 ||
+        { tail -20 "$blog"; die "the build root's apt-get failed"; }
     rm -rf "$br.tmp"/var/lib/apt/lists/*
     touch "$br.tmp/.complete"
     mv "$br.tmp" "$br"

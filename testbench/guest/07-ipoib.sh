@@ -44,22 +44,15 @@ barrier ib0-up 120
 
 for dir in 0 1; do
     if [ "$me" = "$dir" ]; then
-        # The first packet to the peer waits for ARP and the SA's path
-        # record, and ib_ipoib keeps only IPOIB_MAX_PATH_REC_QUEUE (3)
-        # packets meanwhile (ipoib_main.c): a 20/s ping may lose one there
-        # (seen once on 6.12 under load). The count below is steady state.
-        check "first reply from $peerip (path resolved)" retry 30 ping -c 1 -W 2 "$peerip"
-        l=$(ping_loss -c 100 -i 0.05 -w 30 "$peerip")
+        # Every loss count here and below is steady state: a first reply,
+        # then the count (ping_settled, lib.sh).
+        ping_settled "ping $peerip" 100 0.05 "$peerip"
         sed 's/^/# /' /tmp/ping.txt | tail -2
-        check "ping -c 100 $peerip: 0 % loss" test "$l" = 0
         # 3000 bytes of ICMP data: an IP datagram of 3028 bytes, two
         # fragments at MTU 2044, reassembled by the peer.
-        l=$(ping_loss -c 20 -i 0.1 -s 3000 -w 30 "$peerip")
-        [ "$l" = 0 ] || sed 's/^/# /' /tmp/ping.txt
-        check "ping -s 3000 (two IP fragments at MTU 2044): 0 % loss" test "$l" = 0
+        ping_settled "ping -s 3000 (two IP fragments at MTU 2044)" 20 0.1 -s 3000 "$peerip"
         ll=$(shared "$peer" ll)
-        l=$(ping_loss -6 -c 20 -i 0.1 -w 30 "$ll%ib0")
-        check "IPv6 link-local ping $ll (neighbour discovery over IPoIB multicast): 0 % loss" test "$l" = 0
+        ping_settled "IPv6 link-local ping $ll (neighbour discovery over IPoIB multicast)" 20 0.1 -6 "$ll%ib0"
     else
         share ll "$(ip -6 addr show dev ib0 | sed -n 's/.*inet6 \(fe80[^/]*\).*/\1/p' | head -1)"
     fi
@@ -136,11 +129,8 @@ done
 check "$n x rmmod/modprobe ib_ipoib ($ok)" test "$ok" = $n
 check "carrier back after the reloads" wait_carrier 30
 barrier reloaded 240
-# A reloaded ib_ipoib resolves the peer's path anew (3 packets queued
-# meanwhile, as above; seen once on 6.12): a first reply, then the count.
-check "first reply from $peerip after the stress" retry 30 ping -c 1 -W 2 "$peerip"
-l=$(ping_loss -c 20 -i 0.1 -w 30 "$peerip")
-check "ping after the stress: 0 % loss" test "$l" = 0
+# A reloaded ib_ipoib resolves the peer's path anew.
+ping_settled "ping after the stress" 20 0.1 "$peerip"
 check_no_grep "no 'timing out; N sends N receives not completed'" 'timing out' <(dmesg)
 check_dmesg_clean "clean dmesg after the stress"
 barrier stress-done 120
@@ -158,8 +148,7 @@ for victim in 0 1; do
         fabric_ctl link "$port" up > /dev/null
         check "link $port plugged back: port ACTIVE again" wait_port_active 60
         check "ib0 carrier on again" wait_carrier 30
-        l=$(ping_loss -c 10 -i 0.2 -w 30 "$peerip")
-        check "ping over the replugged link: 0 % loss" test "$l" = 0
+        ping_settled "ping over the replugged link" 10 0.2 "$peerip"
     fi
     barrier "unplug-$victim" 240
 done
@@ -181,10 +170,8 @@ done
 check "IPoIB rejoined the broadcast group after the SM restart" test "$joined" = 1
 barrier rejoined 120
 ip neigh flush dev ib0
-l=$(ping_loss -c 10 -i 0.2 -w 30 "$peerip")
-check "ping after the SM restart (ARP over the rejoined group): 0 % loss" test "$l" = 0
-# Failed once in a full run (2026-12-02) with the ping output lost: keep it.
-[ "$l" = 0 ] || sed 's/^/# /' /tmp/ping.txt
+# Lost one of 10 once (CI on 698b14f, node 1): ARP, then the path record.
+ping_settled "ping after the SM restart (ARP over the rejoined group)" 10 0.2 "$peerip"
 check_dmesg_clean "clean dmesg at the end"
 barrier done 120
 finish

@@ -31,9 +31,7 @@ check "ibv_devinfo: mlx5_0, PORT_ACTIVE, link layer InfiniBand" \
 barrier active 180
 ipoib_up
 check "ib0 carrier" retry 60 ipoib_carrier
-check "ping $peerip" retry 30 ping -c 1 -W 2 "$peerip"
-l=$(ping_loss -c 10 -i 0.2 -w 30 "$peerip")
-check "IPoIB ping of $peerip: 0 % loss ($l %)" test "$l" = 0
+ping_settled "IPoIB ping of $peerip" 10 0.2 "$peerip"
 for pp in rc ud srq; do
     client_server "$pp" 300 "ibv_${pp}_pingpong" -d mlx5_0 -c -n 500
     rc=$?

@@ -121,8 +121,43 @@ class MatrixTest(unittest.TestCase):
         self.assertEqual(testing.guest_header(script, "full")[0].timeout, 1800)
 
 
-if __name__ == "__main__":
-    unittest.main()
+class HeaderTest(unittest.TestCase):
+    """One parse of a guest test's header serves the VM options, the
+    image filter and the CI set; a misspelt key is an error, not ignored."""
+
+    def parse(self, text):
+        with tempfile.TemporaryDirectory() as d:
+            script = Path(d) / "99-x.sh"
+            script.write_text("# hcasim-test: " + text + "\necho\n")
+            return testing.header(script), script
+
+    def test_keys(self):
+        h, _ = self.parse("nodes=3 timeout=60 quick-timeout=30 sm=0 fabric-arg=--drop=1 fabric-arg=--x "
+                          "append=a=b env=K=V include=f.inc kernel=sid images=debian12,unstable ci=0")
+        self.assertEqual((h.nodes, h.timeout, h.quick_timeout, h.sm, h.ci), (3, 60, 30, False, False))
+        self.assertEqual(h.fabric_args, ["--drop=1", "--x"])
+        self.assertEqual((h.append, h.env, h.includes, h.kernel), (["a=b"], ["K=V"], ["f.inc"], "sid"))
+        self.assertEqual(h.images, ["debian12", "unstable"])
+
+    def test_filters(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = Path(d) / "99-x.sh"
+            script.write_text("# hcasim-test: nodes=2 images=debian12 ci=0\n")
+            self.assertTrue(testing.applies(script, "debian12"))
+            self.assertFalse(testing.applies(script, "debian13"))
+            self.assertTrue(testing.suite_only(script))
+            self.assertEqual(testing.guest_header(script)[0].nodes, 2)
+            script.write_text("# hcasim-test: nodes=1\n")
+            self.assertTrue(testing.applies(script, "unstable"))
+            self.assertFalse(testing.suite_only(script))
+
+    def test_unknown_key(self):
+        with self.assertRaises(ValueError):
+            self.parse("nodes=1 node=2")
+
+    def test_every_guest_test_parses(self):
+        for script in sorted((ROOT / "testbench" / "guest").glob("[0-9]*.sh")):
+            testing.header(script)
 
 
 class BootPanicTest(unittest.TestCase):
@@ -142,3 +177,7 @@ class BootPanicTest(unittest.TestCase):
             self.node(d, 2, "[ 1.6] Kernel panic - not syncing\n")
             results = [R(node=0, exit_code=None), R(node=1, exit_code=None), R(node=2, exit_code=1)]
             self.assertEqual(testing.boot_panics(d, results), [0])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -96,10 +96,8 @@ def build_root(name):
 def kbuild_in_root(root, headers, mdir, extra=()):
     """make -C HEADERS M=MDIR modules inside the build root (both paths as
     seen inside it), in a mount namespace of its own; the CompletedProcess."""
-    script = 'mount -t proc proc "$0/proc" && mount --bind /dev "$0/dev" && exec chroot "$0" "$@"'
-    return subprocess.run(["unshare", "--mount", "--fork", "sh", "-c", script, str(root), "make", "-C", headers,
-                           f"M={mdir}", f"-j{os.cpu_count() or 2}", *extra, "modules"],
-                          capture_output=True, text=True)
+    return subprocess.run([ROOT / "images" / "in-root.sh", root, "make", "-C", headers, f"M={mdir}",
+                           f"-j{os.cpu_count() or 2}", *extra, "modules"], capture_output=True, text=True)
 
 
 def image_manifest(name=DEFAULT_IMAGE):
@@ -116,14 +114,12 @@ def image_manifest(name=DEFAULT_IMAGE):
     return info
 
 
-def guest_kernel_release(name=DEFAULT_IMAGE):
-    """The guest image's kernel release (e.g. 6.1.0-57-amd64), or None."""
-    manifest = image_dir(name) / "manifest.txt"
-    if manifest.exists():
-        for line in manifest.read_text().splitlines():
-            if line.startswith("kernel "):
-                return line.split()[1]
-    return None
+def image_kernel(name=DEFAULT_IMAGE):
+    """(release, Debian version) of the guest image's kernel, e.g.
+    ("6.12.118+deb13-amd64", "6.12.118-1"), or None before the image is
+    built."""
+    words = image_manifest(name).get("kernel", "").split()
+    return (words[0], words[1]) if len(words) >= 2 else None
 
 
 def kernel_headers(release):
@@ -147,10 +143,11 @@ def kverbs(image=DEFAULT_IMAGE):
     build/kverbs/<image>/kverbs.ko: on this host for an image of its own
     release, in the image's build root for the others; rebuilt only when
     its sources or the kernel change."""
-    release = guest_kernel_release(image)
-    if not release:
+    kernel = image_kernel(image)
+    if not kernel:
         say(f"kverbs: the guest image {image} names no kernel; not built")
         return
+    release = kernel[0]
     sources = sorted(f for f in KVERBS_SRC.iterdir()
                      if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Kbuild", "Makefile")))
     h = hashlib.sha256(release.encode())

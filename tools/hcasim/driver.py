@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 from hcasim import deps, kernels
-from hcasim.build import DEFAULT_IMAGE, IMAGES, build_root, image_dir, kbuild_in_root, native
+from hcasim.build import DEFAULT_IMAGE, IMAGES, build_root, image_kernel, kbuild_in_root, native
 from hcasim.common import BUILD, CACHE, die, run, say
 
 # The three drivers, their directories in a kernel tree, and the modules
@@ -36,14 +36,7 @@ COPY = ["drivers/net/ethernet/mellanox", "drivers/infiniband/hw/mlx5", "drivers/
 
 def guest_kernel(image=DEFAULT_IMAGE):
     """(release, Debian version) of the guest image's kernel."""
-    manifest = image_dir(image) / "manifest.txt"
-    if not manifest.exists():
-        die("the guest image is not built yet (./hcasim build)")
-    for line in manifest.read_text().splitlines():
-        if line.startswith("kernel "):
-            _, release, version = line.split()[:3]
-            return release, version
-    die(f"{manifest} names no kernel")
+    return image_kernel(image) or die(f"the {image} image is not built yet (./hcasim build --image {image})")
 
 
 def debian_source(version, line):

@@ -9,7 +9,7 @@ import re
 import shlex
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hcasim import build, clues, kernels, vm
@@ -46,55 +46,77 @@ def ctest(tree, label):
     return outcomes
 
 
-def guest_header(script, depth="full"):
-    """The "# hcasim-test: k=v ..." line: nodes, timeout, reboot=1, sm=0
-    (no built-in SM: opensm in a guest), fabric=0, fabric-arg=OPT (repeatable,
-    e.g. fabric-arg=--drop=1), include=FILE (a file of testbench/guest/
-    prepended after lib.sh), env=K=V (exported before the script),
-    append=ARG (repeatable: added to the guest kernel's command line),
-    quick-timeout=SECONDS (the budget of ./hcasim test's quick depth, when
-    the full depth's would waste CI time on a hung guest),
-    kernel=LINE (boot the current Debian kernel package of LINE, bookworm,
-    trixie or sid, through --kernel/--modules: tools/hcasim/kernels.py),
-    images=NAME,... (the guest images the test applies to, default all:
-    build.IMAGES), ci=0 (a long test: ./hcasim suite runs it, ./hcasim test
-    does not)."""
-    opts = {"nodes": "1", "timeout": "300", "reboot": "0", "sm": "1", "fabric": "1"}
-    fabric_args, includes = [], []
-    env, append = [], []
+@dataclass
+class Header:
+    """A guest test's "# hcasim-test: k=v ..." line (among its first ten):
+    nodes, timeout, reboot=1, sm=0 (no built-in SM: opensm in a guest),
+    fabric=0, fabric-arg=OPT (repeatable, e.g. fabric-arg=--drop=1),
+    include=FILE (a file of testbench/guest/ prepended after lib.sh),
+    env=K=V (repeatable, exported before the script), append=ARG
+    (repeatable: added to the guest kernel's command line), quick-timeout=
+    SECONDS (the budget of ./hcasim test's quick depth, when the full
+    depth's would waste CI time on a hung guest), kernel=LINE (boot the
+    current Debian kernel package of LINE, bookworm, trixie or sid, through
+    --kernel/--modules: tools/hcasim/kernels.py), images=NAME,... (the guest
+    images the test applies to, default all: build.IMAGES), ci=0 (a long
+    test: ./hcasim suite runs it, ./hcasim test does not)."""
+    nodes: int = 1
+    timeout: float = 300
+    quick_timeout: float | None = None
+    reboot: bool = False
+    sm: bool = True
+    fabric: bool = True
+    fabric_args: list = field(default_factory=list)
+    includes: list = field(default_factory=list)
+    env: list = field(default_factory=list)
+    append: list = field(default_factory=list)
+    kernel: str = ""
+    images: list | None = None
+    ci: bool = True
+
+
+def header(script):
+    """The script's Header; an unknown key is an error (a typo would
+    otherwise change nothing, silently)."""
+    h = Header()
+    lists = {"fabric-arg": h.fabric_args, "include": h.includes, "env": h.env, "append": h.append}
     for line in script.read_text().splitlines()[:10]:
         m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
-        if m:
-            for kv in m.group(1).split():
-                k, _, v = kv.partition("=")
-                if k == "fabric-arg":
-                    fabric_args.append(v)
-                elif k == "include":
-                    includes.append(v)
-                elif k == "env":
-                    env.append(v)
-                elif k == "append":
-                    append.append(v)
-                elif k in ("ci", "images"):
-                    pass
-                else:
-                    opts[k] = v
-    timeout = opts["quick-timeout"] if depth == "quick" and "quick-timeout" in opts else opts["timeout"]
-    vmo = vm.VmOptions(nodes=int(opts["nodes"]), timeout=float(timeout), allow_reboot=opts["reboot"] == "1",
-                       builtin_sm=opts["sm"] == "1", fabric=opts["fabric"] == "1", fabric_args=fabric_args,
-                       extra_append=" ".join(append), kernel_line=opts.get("kernel", ""))
-    return vmo, includes, env
+        if not m:
+            continue
+        for kv in m.group(1).split():
+            k, _, v = kv.partition("=")
+            if k in lists:
+                lists[k].append(v)
+            elif k in ("nodes",):
+                h.nodes = int(v)
+            elif k in ("timeout", "quick-timeout"):
+                setattr(h, k.replace("-", "_"), float(v))
+            elif k in ("reboot", "sm", "fabric", "ci"):
+                setattr(h, k, v == "1")
+            elif k == "kernel":
+                h.kernel = v
+            elif k == "images":
+                h.images = v.split(",")
+            else:
+                raise ValueError(f"{script.name}: unknown hcasim-test key {k!r}")
+    return h
+
+
+def guest_header(script, depth="full"):
+    """(VmOptions, includes, env) of the script's header at the depth."""
+    h = header(script)
+    timeout = h.quick_timeout if depth == "quick" and h.quick_timeout else h.timeout
+    vmo = vm.VmOptions(nodes=h.nodes, timeout=timeout, allow_reboot=h.reboot, builtin_sm=h.sm,
+                       fabric=h.fabric, fabric_args=list(h.fabric_args), extra_append=" ".join(h.append),
+                       kernel_line=h.kernel)
+    return vmo, list(h.includes), list(h.env)
 
 
 def applies(script, image):
     """Whether the test runs on the guest image (its header's images=)."""
-    for line in script.read_text().splitlines()[:10]:
-        m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
-        if m:
-            for kv in m.group(1).split():
-                if kv.startswith("images="):
-                    return image in kv[7:].split(",")
-    return True
+    images = header(script).images
+    return images is None or image in images
 
 
 # The guest test every image runs in ./hcasim test (the others run the
@@ -110,11 +132,7 @@ def label_of(script, image):
 
 def suite_only(script):
     """A test whose header says ci=0: too long for ./hcasim test."""
-    for line in script.read_text().splitlines()[:10]:
-        m = re.match(r"#\s*hcasim-test:\s*(.*)", line)
-        if m and "ci=0" in m.group(1).split():
-            return True
-    return False
+    return not header(script).ci
 
 
 def tap_outcomes(suite, label, output, run_dir):
