@@ -8,6 +8,7 @@
 
 #include "be.h"
 #include "driver.h"
+#include "fw/iseg.h"
 #include "ud_setup.h"
 #include "iba/mad.h"
 
@@ -50,6 +51,40 @@ TEST_CASE("UD send to the port's own LID: receive CQE, GRH area, data, requester
         REQUIRE(s.b.host.mem(rbuf + 40 + i, 1)[0] == static_cast<uint8_t>(7 + i));
     }
     CHECK(!s.d.next_cqe(s.rcq));
+}
+
+TEST_CASE("CQEs carry the free-running clock of their completion; error CQEs their syndromes", "[dp][ud]") {
+    Setup s;
+    auto a = s.ud(0x1111);
+    auto bq = s.ud(0x2222);
+    // Above 32 bits, so both halves of the timestamp are seen.
+    s.b.host.clock = 0x1234'5678'9abcLL;
+    const uint64_t rbuf = s.b.host.alloc(40 + 64, 64);
+    s.d.post_recv(bq, s.lkey, rbuf, 40 + 64);
+    const uint64_t sbuf = s.buffer(32, 1);
+    s.d.post_ud_send(a, 5, bq.qpn, 0x2222, {{s.lkey, sbuf, 32}});
+    auto sc = s.d.next_cqe(s.scq);
+    auto rc = s.d.next_cqe(s.rcq);
+    REQUIRE(sc);
+    REQUIRE(rc);
+    // internal_timer reads the same clock (iseg 0x1000/0x1004).
+    CHECK(hca::load_be64(sc->data() + 0x30) == 0x1234'5678'9abcULL);
+    CHECK(hca::load_be64(rc->data() + 0x30) == 0x1234'5678'9abcULL);
+    uint8_t timer[8];
+    s.b.dev.mmio_read(hca::InitSeg::kInternalTimerH, timer, 8);
+    CHECK(hca::load_be64(timer) == 0x1234'5678'9abcULL);
+
+    // A receive buffer too small: the error CQE keeps vendor_err_synd and
+    // syndrome in bytes 0x36/0x37, where a timestamp's low bytes would be.
+    s.d.post_recv(bq, s.lkey, rbuf, 40 + 8);
+    s.d.post_ud_send(a, 5, bq.qpn, 0x2222, {{s.lkey, sbuf, 32}});
+    REQUIRE(s.d.next_cqe(s.scq));
+    auto err = s.d.next_cqe(s.rcq);
+    REQUIRE(err);
+    CHECK(cqe_opcode(*err) == hca::kCqeRespErr);
+    CHECK((*err)[0x37] == hca::kSyndLocalLength);
+    CHECK((*err)[0x36] == 0x68);
+    CHECK(hca::load_be32(err->data() + 0x30) == 0);
 }
 
 TEST_CASE("UD with GRH, SEND_IMM, inline data, doorbell in two halves", "[dp][ud]") {

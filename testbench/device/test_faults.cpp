@@ -300,6 +300,7 @@ TEST_CASE("cqe-delay: the CQE and every later one of its CQ are written ms later
     s.d.post_ud_send(a, 5, other.qpn, 0x22, {{s.lkey, buf, 16}});      // held
     s.d.post_ud_send(other, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});      // held behind it (CQ order)
     s.d.post_ud_send(a, 5, other.qpn, 0x22, {{s.lkey, buf, 16}});      // held
+    const int64_t completed_at = s.b.host.clock;
     CHECK(!s.d.next_cqe(s.scq));
     CHECK(s.b.host.msix[3] == after_first);  // no CQE, no event
     CHECK(s.b.dev.cqs.info().find("held=3") != std::string::npos);
@@ -312,6 +313,8 @@ TEST_CASE("cqe-delay: the CQE and every later one of its CQ are written ms later
         REQUIRE(c);
         CHECK(cqe_opcode(*c) == hca::kCqeReq);
         CHECK((hca::load_be32(c->data() + 0x38) & 0xffffff) == qpn);
+        // Stamped when the work completed, not 20 ms later when written.
+        CHECK(hca::load_be64(c->data() + 0x30) == static_cast<uint64_t>(completed_at));
     }
     CHECK(s.b.host.msix[3] == after_first + 1);  // the arm's one event, when they are written
     CHECK(s.b.dev.cqs.info().find("held=") == std::string::npos);

@@ -279,6 +279,18 @@ bool CqTable::post(uint32_t cqn, Cqe64 &cqe, bool solicited) {
     if (cq->status != kStatusOk) {
         return false;
     }
+    // The completion's time on the free-running clock (internal_timer,
+    // device_frequency_khz = 1 GHz): libmlx5 reads it raw
+    // (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) or converts it to wall-clock ns
+    // through the kernel's clock-info page. Taken now, so a CQE that a
+    // cqe-delay holds keeps the time its work completed. An error CQE has
+    // its syndromes where the timestamp would be (mlx5_err_cqe).
+    const uint8_t opcode = cqe.op_own >> 4;
+    if (opcode != kCqeReqErr && opcode != kCqeRespErr) {
+        const auto t = static_cast<uint64_t>(dev_.now());
+        cqe.timestamp_h.set(static_cast<uint32_t>(t >> 32));
+        cqe.timestamp_l.set(static_cast<uint32_t>(t));
+    }
     // Held CQEs (cqe-delay) are produced already: they count.
     const uint32_t produced = cq->pi + static_cast<uint32_t>(cq->held.size());
     if (((produced - cq->ci_seen) & 0xffffff) >= cq->nent()) {
