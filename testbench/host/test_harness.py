@@ -17,7 +17,7 @@ import time
 import unittest
 from pathlib import Path
 
-from hcasim import clues, pci_fault, postmortem, rundir, vm
+from hcasim import clues, fuzz, pci_fault, postmortem, rundir, vm
 
 
 class FakeFabric(threading.Thread):
@@ -356,6 +356,29 @@ class PostMortemTest(unittest.TestCase):
         self.assertEqual(cluster.wait(1.0), [0])
         self.assertIsNotNone(self.proc.poll())
         self.assertTrue(any("QMP did not answer" in l for l in postmortem.summary(self.run_dir, 0)))
+
+
+class FuzzParseTest(unittest.TestCase):
+    """./hcasim fuzz reads libFuzzer's figures with and without --jobs (the
+    fork parent's status lines differ: "#N: cov:"; a 4-minute --jobs 2 run
+    once reported 0 executions)."""
+
+    def result(self, out):
+        r = fuzz.Result("send", 1)
+        r.seconds = 10
+        fuzz.parse(out, r)
+        return r
+
+    def test_single(self):
+        r = self.result("#4096\tpulse  cov: 120 ft: 300 corp: 40/2Kb exec/s: 400 rss: 50Mb\n"
+                        "#5000\tNEW    cov: 125 ft: 310 corp: 41/2Kb lim: 4 exec/s: 500\n")
+        self.assertEqual((r.execs, r.cov, r.features, r.corpus), (5000, 125, 310, 41))
+
+    def test_fork(self):
+        r = self.result("#609464: cov: 12495 ft: 11865 corp: 885 exec/s 2472 oom/timeout/crash: 0/0/0 time: 151s\n"
+                        "#878721: cov: 12518 ft: 11997 corp: 954 exec/s 1707 oom/timeout/crash: 0/0/0 time: 254s\n")
+        self.assertEqual((r.execs, r.cov, r.features, r.corpus), (878721, 12518, 11997, 954))
+        self.assertEqual(r.exec_per_s, 87872)
 
 
 class ClueTest(unittest.TestCase):

@@ -85,8 +85,9 @@ def command(target, a, seed, corpus, artifacts):
 
 
 def parse(out, r):
-    """Figures from libFuzzer's status lines and -print_final_stats."""
-    for m in re.finditer(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)", out):
+    """Figures from libFuzzer's status lines ("#N NEW cov: ...", and with
+    -fork "#N: cov: ..." from the parent) and -print_final_stats."""
+    for m in re.finditer(r"#(\d+)(?::|\s+\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)", out):
         r.execs, r.cov, r.features, r.corpus = (int(g) for g in m.groups())
     stats = dict(re.findall(r"stat::(\w+):\s+(\d+)", out))
     if "number_of_executed_units" in stats:
