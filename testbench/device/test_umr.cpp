@@ -14,7 +14,9 @@ namespace {
 constexpr uint64_t kMaskLen = 1ull << 0, kMaskPageSize = 1ull << 1, kMaskStart = 1ull << 6, kMaskPd = 1ull << 7,
                    kMaskKey = 1ull << 13, kMaskLr = 1ull << 17, kMaskLw = 1ull << 18, kMaskRr = 1ull << 19,
                    kMaskRw = 1ull << 20, kMaskA = 1ull << 21, kMaskFree = 1ull << 29, kMaskBsf = 1ull << 12;
-constexpr uint8_t kInline = 0x80, kCheckNotFree = 1 << 5, kCheckFree = 2 << 5, kOffsetEn = 1 << 4;
+constexpr uint64_t kMaskQpn = 1ull << 14;
+constexpr uint8_t kInline = 0x80, kCheckNotFree = 1 << 5, kCheckFree = 2 << 5, kOffsetEn = 1 << 4,
+                  kCheckQpn = 1 << 3;
 
 struct Umr {
     uint8_t flags = 0;
@@ -28,6 +30,7 @@ struct Umr {
     uint32_t pd = 0;
     uint64_t start = 0, len = 0;
     uint8_t log_page = 12;
+    uint32_t qpn = 0xffffff;
     std::vector<uint64_t> inline_xlt;
     std::optional<Driver::Sge> pointer;
 
@@ -48,7 +51,7 @@ struct Umr {
         ifc::set(m, ifc::mkc::rw, (access >> 3) & 1);
         ifc::set(m, ifc::mkc::a, (access >> 4) & 1);
         ifc::set(m, ifc::mkc::access_mode_1_0, 1);
-        ifc::set(m, ifc::mkc::qpn, 0xffffff);
+        ifc::set(m, ifc::mkc::qpn, qpn);
         ifc::set(m, ifc::mkc::mkey_7_0, variant);
         ifc::set(m, ifc::mkc::pd, pd);
         ifc::set(m, ifc::mkc::start_addr, start);
@@ -94,7 +97,141 @@ QpHandle umr_qp(Node &n) {
     return q;
 }
 
+// A window bind as libmlx5's set_bind_wr() builds it: the new variant,
+// free 0, remote access bits, start and length, for type 2 the QPN and
+// CHECK_FREE (1 << 5), and one inline KLM entry naming the MR.
+Umr bind(uint32_t mr_key, uint64_t addr, uint32_t len, uint8_t access, uint8_t variant, uint32_t qpn) {
+    const bool type2 = qpn != 0xffffff;
+    return Umr{.flags = static_cast<uint8_t>(kInline | kOffsetEn | (type2 ? kCheckNotFree : 0)),
+               .xlt_octowords = 4,
+               .mask = kMaskFree | kMaskKey | (type2 ? kMaskQpn : 0) | kMaskLen | kMaskStart | kMaskLw | kMaskRr |
+                       kMaskRw | kMaskA,
+               .access = access,
+               .variant = variant,
+               .start = addr,
+               .len = len,
+               .qpn = qpn,
+               .inline_xlt = {uint64_t{len} << 32 | mr_key, addr}};
+}
+
+// An unbind or IBV_WR_LOCAL_INV: free, variant 0, no entries (CHECK_QPN for type 2).
+Umr unbind(bool type2) {
+    return Umr{.flags = static_cast<uint8_t>(kInline | kOffsetEn | (type2 ? kCheckQpn : 0)),
+               .mask = kMaskFree | kMaskKey | (type2 ? kMaskQpn : 0),
+               .free = true};
+}
+
 }  // namespace
+
+TEST_CASE("memory windows: a type 2 window bound on the QP serves RDMA in its range, invalidation ends it", "[umr][mw]") {
+    Pair p;
+    Node &b = p.b;
+    const uint32_t w = b.d.create_window(b.pd, true);
+    const uint64_t at = b.mr.iova + 0x1000;
+    b.d.post_raw(p.qb, hca::kWqeUmr, w, bind(b.mr.key, at, 0x2000, 0x0c, 0x45, p.qb.qpn).body());
+    auto c = b.d.next_cqe(b.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    const uint32_t rkey = (w & ~0xffu) | 0x45;
+    const auto *m = b.d.bench().dev.mkeys.find(rkey);
+    REQUIRE(m);
+    CHECK((!m->free && m->qpn == p.qb.qpn && m->klm.size() == 4 && m->klm[0].key == b.mr.key));
+    // Only the QP it is bound to.
+    std::vector<hca::DmaChunk> ch;
+    CHECK(b.d.bench().dev.mkeys.translate(rkey, b.pd, at, 8, hca::kAccRemoteWrite, ch, p.qb.qpn + 1) ==
+          hca::XlatError::BoundQp);
+
+    rdma_write(p, true, rkey, at + 100, 200, 5);
+    c = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    CHECK(b.same(at + 100, 200, 5));
+
+    auto write_fails = [&](uint64_t addr) {
+        rdma_write(p, true, rkey, addr, 8, 1);
+        auto e = p.a.d.next_cqe(p.a.scq);
+        REQUIRE(e);
+        CHECK(op(*e) == hca::kCqeReqErr);
+        CHECK((*e)[0x37] == hca::kSyndRemoteAccess);
+    };
+    SECTION("beyond the window's range (inside the MR)") { write_fails(at + 0x2000 - 4); }
+    SECTION("after IBV_WR_LOCAL_INV from its QP") {
+        b.d.post_raw(p.qb, hca::kWqeUmr, rkey, unbind(true).body());
+        c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReq);
+        CHECK(b.d.bench().dev.mkeys.find(w & ~0xffu)->free);
+        write_fails(at);
+    }
+    SECTION("after the peer's SEND with Invalidate") {
+        b.d.post_recv(p.qb, b.mr.key, b.mr.iova + 0x8000, 64);
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSendInval, .sges = {{p.a.mr.key, p.a.mr.iova, 16}}, .imm = rkey});
+        p.w.pump();
+        auto rc = b.d.next_cqe(b.rcq);
+        REQUIRE(rc);
+        CHECK(op(*rc) == hca::kCqeRespSendInv);
+        CHECK(b.d.bench().dev.mkeys.find(rkey)->free);
+        REQUIRE(p.a.d.next_cqe(p.a.scq));
+        write_fails(at);
+    }
+    SECTION("binding it again while bound: CHECK_FREE fails") {
+        b.d.post_raw(p.qb, hca::kWqeUmr, rkey, bind(b.mr.key, at, 0x1000, 0x0c, 0x46, p.qb.qpn).body());
+        c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReqErr);
+        CHECK((*c)[0x37] == hca::kSyndLocalProt);
+    }
+}
+
+TEST_CASE("memory windows: type 1 binds and unbinds; a bind the MR cannot back is an MW bind error", "[umr][mw]") {
+    Pair p;
+    Node &b = p.b;
+    const uint32_t w = b.d.create_window(b.pd, false);
+    const uint64_t at = b.mr.iova + 0x3000;
+    SECTION("bind, RDMA READ and WRITE through it, unbind with length 0") {
+        b.d.post_raw(p.qb, hca::kWqeUmr, w, bind(b.mr.key, at, 0x1000, 0x0c, 0x51, 0xffffff).body());
+        auto c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReq);
+        const uint32_t rkey = (w & ~0xffu) | 0x51;
+        rdma_write(p, true, rkey, at + 8, 64, 3);
+        c = p.a.d.next_cqe(p.a.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReq);
+        CHECK(b.same(at + 8, 64, 3));
+        b.d.post_raw(p.qb, hca::kWqeUmr, rkey, unbind(false).body());
+        REQUIRE(b.d.next_cqe(b.scq));
+        rdma_write(p, true, rkey, at + 8, 8, 3);
+        c = p.a.d.next_cqe(p.a.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReqErr);
+    }
+    SECTION("remote write on an MR without local write") {
+        auto ro = b.d.create_mtt_mkey(b.pd, 0x6000000, 8192, 0x4);  // local and remote read only
+        b.d.post_raw(p.qb, hca::kWqeUmr, w, bind(ro.key, ro.iova, 4096, 0x0c, 0x52, 0xffffff).body());
+        auto c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReqErr);
+        CHECK((*c)[0x37] == hca::kSyndMwBind);
+    }
+    SECTION("a range beyond the MR") {
+        b.d.post_raw(p.qb, hca::kWqeUmr, w, bind(b.mr.key, b.mr.iova + 0xf000, 0x2000, 0x04, 0x53, 0xffffff).body());
+        auto c = b.d.next_cqe(b.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReqErr);
+        CHECK((*c)[0x37] == hca::kSyndMwBind);
+    }
+}
+
+TEST_CASE("CREATE_MKEY of a KLM key: a window (free, UMR-enabled, no list) only", "[umr][mw]") {
+    Wire w;
+    Node n(w.a, 1);
+    CmdResult r;
+    CHECK(n.d.create_window(n.pd, true, 0x44, &r) != 0);
+    CHECK(r.status == 0);
+    n.d.create_window(n.pd, true, 0x44, &r, false);
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+}
 
 TEST_CASE("UMR QP: enable an MR-cache key with a pointed-to MTT list, RDMA through it, revoke", "[umr]") {
     Pair p;

@@ -717,6 +717,27 @@ uint32_t Driver::create_free_mkey(uint32_t pd, uint32_t octwords, uint8_t varian
     return static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | variant;
 }
 
+uint32_t Driver::create_window(uint32_t pd, bool type2, uint8_t variant, CmdResult *res, bool free) {
+    auto in = inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::free_), free);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::umr_en), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lr), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 2);  // MLX5_MKC_ACCESS_MODE_KLMS
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::en_rinval), type2);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), variant);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::translations_octword_size), 4);
+    auto r = exec(in, 16);
+    if (res) {
+        *res = r;
+    } else if (r.status) {
+        throw std::runtime_error("CREATE_MKEY (window) failed");
+    }
+    return r.status ? 0 : static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | variant;
+}
+
 void Driver::connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu, uint8_t retry,
                         uint8_t rnr_retry, uint8_t timeout, uint8_t min_rnr) {
     namespace ifc = hca::ifc;

@@ -166,6 +166,10 @@ class Driver {
     // A free, UMR-enabled MTT key with room for octwords*2 pages, like the
     // MR cache (mr.c set_cache_mkc()) and ib_alloc_mr().
     uint32_t create_free_mkey(uint32_t pd, uint32_t octwords, uint8_t variant = 0x33);
+    // A memory window as mlx5_ib_alloc_mw() makes it: a free, UMR-enabled
+    // KLM key with room for 4 entries, remote invalidation for type 2.
+    uint32_t create_window(uint32_t pd, bool type2, uint8_t variant = 0x44, CmdResult *res = nullptr,
+                           bool free = true);
     // RST -> INIT -> RTR -> RTS for a connected QP talking to remote_qpn at dlid.
     void connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu = 3, uint8_t retry = 7,
                     uint8_t rnr_retry = 7, uint8_t timeout = 14, uint8_t min_rnr = 1);

@@ -2,9 +2,10 @@
 // connected to themselves through the port's LID (so the responder runs
 // too), a UD QP, and the REG_UMR QP; each input posts WQEs whose opcode,
 // control flags, segments (datagram/AV, XRC, remote address, atomic, UMR
-// control + mkey + translations, inline data, scatter entries with real or
-// bogus keys) and lengths it chooses, then rings the doorbell (whole or in
-// two halves, with a right or wrong WQE count).
+// control + mkey + translations or a memory window bind's KLM entries,
+// inline data, scatter entries with real or bogus keys, a window's among
+// them) and lengths it chooses, then rings the doorbell (whole or in two
+// halves, with a right or wrong WQE count).
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -63,6 +64,7 @@ struct World {
             reset_qp(*q);
         }
         free_key = 0;
+        window = 0;
         new_free_key();
     }
 
@@ -113,14 +115,18 @@ struct World {
         }
     }
     void new_free_key() {
-        if (free_key) {
-            auto in = Driver::inbox(hca::kOpDestroyMkey, 0, 16);
-            hca::ifc::set(in.data(), hca::ifc::destroy_mkey_in::mkey_index, free_key >> 8);
-            d.exec(in, 16);
+        for (uint32_t k : {free_key, window}) {
+            if (k) {
+                auto in = Driver::inbox(hca::kOpDestroyMkey, 0, 16);
+                hca::ifc::set(in.data(), hca::ifc::destroy_mkey_in::mkey_index, k >> 8);
+                d.exec(in, 16);
+            }
         }
         free_key = d.create_free_mkey(pd, 8);
+        window = d.create_window(pd, true);  // a type 2 memory window (KLM)
         umr_used = false;
     }
+    uint32_t window = 0;
     bool umr_used = true;
 
     void drain() {
@@ -159,7 +165,7 @@ class Wqe {
 uint32_t key(World &x, Input &in) {
     switch (in.pick(6)) {
     case 0: return x.mr.key;
-    case 1: return x.free_key;
+    case 1: return in.flag() ? x.free_key : (x.window & ~0xffu) | (in.u8() & 0xff);
     case 2: return in.u32();
     default: return x.lkey;
     }
@@ -175,8 +181,13 @@ uint64_t addr(World &x, Input &in, uint32_t k) {
 
 void umr_segments(World &x, Input &in, Wqe &w) {
     uint8_t uc[48] = {};
-    static constexpr uint8_t kFlags[] = {hca::UmrOp::kInline, hca::UmrOp::kInline | hca::UmrOp::kCheckNotFree,
-                                         hca::UmrOp::kCheckFree, 0, hca::UmrOp::kInline | hca::UmrOp::kOffsetEn};
+    static constexpr uint8_t kFlags[] = {hca::UmrOp::kInline,
+                                         hca::UmrOp::kInline | hca::UmrOp::kCheckNotFree,
+                                         hca::UmrOp::kCheckFree,
+                                         0,
+                                         hca::UmrOp::kInline | hca::UmrOp::kOffsetEn,
+                                         hca::UmrOp::kInline | hca::UmrOp::kOffsetEn | hca::UmrOp::kCheckQpn,
+                                         hca::UmrOp::kInline | hca::UmrOp::kOffsetEn | hca::UmrOp::kCheckNotFree};
     uc[0] = in.flag() ? in.pick(kFlags) : in.u8();
     const uint16_t oct = in.flag() ? in.u8() % 5 : in.u16();
     hca::store_be16(uc + 4, oct);
@@ -193,9 +204,13 @@ void umr_segments(World &x, Input &in, Wqe &w) {
     w.put(mkc.data(), mkc.size());
     if (uc[0] & hca::UmrOp::kInline) {
         const unsigned n = (oct % 5) * 2;
+        const bool klm = in.flag();  // a window bind's KLM entries (byte count, key; address)
         for (unsigned i = 0; i < n; ++i) {
             uint8_t e[8];
-            hca::store_be64(e, in.u8() < 240 ? (x.buf + i * 4096) | 1 : in.u64());
+            const uint64_t v = !klm ? (x.buf + i * 4096) | 1
+                               : i % 2 == 0 ? uint64_t{in.u16()} << 32 | key(x, in)
+                                            : x.mr.iova + in.u16() % 12288;
+            hca::store_be64(e, in.u8() < 240 ? v : in.u64());
             w.put(e, 8);
         }
     } else {
@@ -277,7 +292,9 @@ void post(World &x, QpHandle &focus, Input &in) {
     hca::store_be32(w.w.data(), uint32_t{index} << 8 | opcode);
     hca::store_be32(w.w.data() + 4, qp.qpn << 8 | (ds & 0x3f));
     w.w[11] = in.u8();
-    hca::store_be32(w.w.data() + 12, opcode == hca::kWqeUmr && in.u8() < 230 ? x.free_key : in.u32());
+    hca::store_be32(w.w.data() + 12, opcode == hca::kWqeUmr && in.u8() < 230
+                                          ? (in.flag() ? x.free_key : (x.window & ~0xffu) | in.u8())
+                                          : in.u32());
     if (in.u8() > 220) {
         hcafuzz::patch(in, w.w, 3);
     }

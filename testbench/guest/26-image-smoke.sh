@@ -55,9 +55,10 @@ if [ "$me" = 0 ]; then
     # The image's own suite (tests as its rdma-core ships them), a
     # representative part, against py/rdma-core-expected.<image>.txt;
     # the timestamp tests check the CQEs' clock against the PHC (rdma-core
-    # 65's test_phc_timestamp; older ones have no such module).
+    # 65's test_phc_timestamp; older ones have no such module), the window
+    # tests bind, use and invalidate memory windows of type 1 and 2.
     echo 64 > /proc/sys/vm/nr_hugepages
-    only="tests.test_device.,tests.test_pd.,tests.test_cq.,tests.test_qp.,tests.test_mlx5_timestamp.,tests.test_phc_timestamp."
+    only="tests.test_device.,tests.test_pd.,tests.test_cq.,tests.test_qp.,tests.test_mlx5_timestamp.,tests.test_phc_timestamp.,tests.test_mr.MWTest."
     kargs=()
     for p in ${only//,/ }; do kargs+=(-k "$p"); done
     (cd /opt/rdma-tests && timeout 400 python3 run_tests.py --dev mlx5_0 -v "${kargs[@]}") > /tmp/rdma-core.txt 2>&1

@@ -288,7 +288,7 @@ bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
     } else if (op == iba::kSendLastInv || op == iba::kSendOnlyInv) {
         cqe_op = kCqeRespSendInv;
         imm = v.imm->get();
-        dev_.mkeys.invalidate(imm, r.pd);
+        dev_.mkeys.invalidate(imm, r.pd, qp.qpn);
     }
     qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
     rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
@@ -311,7 +311,7 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
         w.len = v.reth->dma_len.get();
         w.pd = rdma_pd(qp, v);
         chunks_.clear();
-        const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_)
+        const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_, qp.qpn)
                                    : XlatError::Access;
         if (e != XlatError::None) {
             dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
@@ -332,7 +332,7 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
         return false;
     }
     chunks_.clear();
-    dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_);
+    dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_, qp.qpn);
     size_t pos = 0;
     for (const DmaChunk &c : chunks_) {
         dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
@@ -447,7 +447,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     }
     std::vector<DmaChunk> chunks;
     const XlatError e =
-        qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks) : XlatError::Access;
+        qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks, qp.qpn) : XlatError::Access;
     if (e != XlatError::None) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
                    qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
@@ -519,7 +519,7 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
     std::vector<DmaChunk> chunks;
     XlatError e = XlatError::Access;
     if (qp.rae && (va & 7) == 0) {
-        e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks);
+        e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks, qp.qpn);
     }
     if (e != XlatError::None || chunks.size() != 1) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,

@@ -2,7 +2,9 @@
 // REG_UMR QP mlx5_ib loads translations into MR-cache keys, enables,
 // revokes and re-permissions them (hw/mlx5/umr.c); on RC/UC/XRC QPs the same
 // WQE carries IB_WR_REG_MR (fast registration) and IB_WR_LOCAL_INV
-// (hw/mlx5/wr.c set_reg_wr(), set_linv_wr()).
+// (hw/mlx5/wr.c set_reg_wr(), set_linv_wr()); from user space libmlx5
+// binds memory windows with it (one KLM entry naming the MR) and
+// invalidates type 2 windows (IBV_WR_LOCAL_INV: free, CHECK_QPN).
 //
 // Layout after the control segment (whose imm holds the target key):
 //   mlx5_wqe_umr_ctrl_seg (48 bytes) | mlx5_mkey_seg (64 bytes, mkc layout) |
@@ -124,6 +126,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
     std::memcpy(&uc, wqe.data() + base, sizeof(uc));
     UmrOp op;
     op.key = w.imm;
+    op.qpn = qp.qpn;
     op.flags = uc.flags;
     op.mask = uc.mkey_mask.get();
     op.mkc = wqe.data() + base + sizeof(UmrCtrlSeg);
@@ -156,7 +159,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
     if (e != UmrError::None) {
         dev_.trace(kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, w.index, op.key, umr_error_name(e));
-        synd = malformed(e) ? kSyndLocalQpOp : kSyndLocalProt;
+        synd = malformed(e) ? kSyndLocalQpOp : e == UmrError::BindMr ? kSyndMwBind : kSyndLocalProt;
         return false;
     }
     return true;

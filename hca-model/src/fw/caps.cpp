@@ -47,10 +47,13 @@ const CapEntry kGeneralCaps[] = {
     GEN(rc, 1, 1, false),
     GEN(cqe_version, 0, 0, false),
     // Memory registration through UMR WQEs (MR cache, fast registration,
-    // IB_DEVICE_MEM_MGT_EXTENSIONS); direct MTT keys only, no KLM/KSM.
+    // IB_DEVICE_MEM_MGT_EXTENSIONS) of direct MTT keys; memory windows
+    // type 1 and 2 (imaicl: KLM keys loaded by the bind's UMR). No KSM, no
+    // KLM list given at creation (umr_indirect_mkey_disabled).
     GEN(umr_modify_entity_size_disabled, 0, 0, false),
     GEN(umr_modify_atomic_disabled, 0, 0, false),
     GEN(umr_indirect_mkey_disabled, 1, 1, false),
+    GEN(imaicl, 1, 1, false),
     GEN(log_pg_sz, 12, 12, false),
     // UAR and doorbells: 4 KiB UAR pages, BlueFlame with 2 x 256-byte
     // half-buffers per bfreg (the WQE in a BlueFlame write is executed).

@@ -15,9 +15,11 @@ const char *xlat_error_name(XlatError e) {
     case XlatError::BadKey: return "no such key (index or variant)";
     case XlatError::Free: return "key is free (not enabled)";
     case XlatError::BadPd: return "key belongs to another PD";
+    case XlatError::BoundQp: return "type 2 window bound to another QP";
     case XlatError::Bounds: return "range outside the memory region";
     case XlatError::Access: return "access right missing";
     case XlatError::NoTranslation: return "translation entry missing";
+    case XlatError::Depth: return "indirect keys nested too deep";
     }
     return "?";
 }
@@ -34,12 +36,55 @@ const Mkey *MkeyTable::find(uint32_t key) const {
     return it == mkeys_.end() || it->second.variant != (key & 0xff) ? nullptr : &it->second;
 }
 
+namespace {
+
+// The translation entries a key holds, as charged to the device's budget
+// (a KLM entry is two 8-byte words, like two MTT entries).
+uint64_t entries(const Mkey &m) { return m.mtt.size() + 2 * m.klm.size(); }
+
+// An indirect key's entries are reached with the local right matching the
+// access (IBA 10.6.7.2: a window's MR grants local write under remote write
+// and atomic access).
+uint8_t inner_access(uint8_t access) {
+    uint8_t a = access & (kAccLocalRead | kAccLocalWrite);
+    if (access & kAccRemoteRead) {
+        a |= kAccLocalRead;
+    }
+    if (access & (kAccRemoteWrite | kAccRemoteAtomic)) {
+        a |= kAccLocalWrite;
+    }
+    return a;
+}
+
+constexpr int kMaxIndirection = 2;
+
+const char *mode_name(MkeyMode mode) {
+    switch (mode) {
+    case MkeyMode::Pa: return "PA";
+    case MkeyMode::Mtt: return "MTT";
+    case MkeyMode::Klm: return "KLM";
+    case MkeyMode::Ksm: return "KSM";
+    }
+    return "?";
+}
+
+}  // namespace
+
 XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
-                               std::vector<DmaChunk> &out) const {
+                               std::vector<DmaChunk> &out, uint32_t qpn) const {
     const Mkey *m = find(key);
     if (!m) {
         return XlatError::BadKey;
     }
+    if (m->qpn != kAnyQpn && qpn != kAnyQpn && m->qpn != qpn) {
+        return XlatError::BoundQp;
+    }
+    return translate_in(*m, pd, va, len, access, out, 0);
+}
+
+XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                                  std::vector<DmaChunk> &out, int depth) const {
+    const Mkey *m = &key;
     if (m->free) {
         return XlatError::Free;
     }
@@ -69,6 +114,36 @@ XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t 
         push(va, len);
         return XlatError::None;
     }
+    if (m->mode == MkeyMode::Klm) {
+        // The entries are laid end to end from start on; each piece goes
+        // through its own key, of the same PD.
+        if (depth >= kMaxIndirection) {
+            return XlatError::Depth;
+        }
+        uint64_t off = va - m->start;
+        uint64_t left = len;
+        for (const Klm &k : m->klm) {
+            if (!left || k.bc == 0) {
+                break;
+            }
+            if (off >= k.bc) {
+                off -= k.bc;
+                continue;
+            }
+            const uint64_t n = std::min<uint64_t>(left, k.bc - off);
+            const Mkey *inner = find(k.key);
+            if (!inner) {
+                return XlatError::BadKey;
+            }
+            if (const XlatError e = translate_in(*inner, pd, k.addr + off, n, inner_access(access), out, depth + 1);
+                e != XlatError::None) {
+                return e;
+            }
+            left -= n;
+            off = 0;
+        }
+        return left ? XlatError::NoTranslation : XlatError::None;
+    }
     if (m->mode != MkeyMode::Mtt) {
         return XlatError::NoTranslation;
     }
@@ -93,10 +168,15 @@ XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t 
     return XlatError::None;
 }
 
-bool MkeyTable::invalidate(uint32_t key, uint32_t pd) {
+bool MkeyTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) {
     auto it = mkeys_.find(key >> 8);
     if (it == mkeys_.end() || it->second.variant != (key & 0xff) || it->second.pd != pd) {
         dev_.trace(kTrMkey, "invalidate key=0x{:x} refused", key);
+        return false;
+    }
+    if (it->second.qpn != kAnyQpn && it->second.qpn != qpn) {
+        dev_.trace(kTrMkey, "invalidate key=0x{:x} refused: a window bound to qpn=0x{:x}, not 0x{:x}", key,
+                   it->second.qpn, qpn);
         return false;
     }
     it->second.free = true;
@@ -113,12 +193,15 @@ const char *umr_error_name(UmrError e) {
     case UmrError::IsFree: return "key is free (CHECK_FREE)";
     case UmrError::NotFree: return "key is not free (CHECK_NOT_FREE)";
     case UmrError::BadPd: return "key belongs to another PD than the QP";
+    case UmrError::OtherQp: return "window is bound to another QP (CHECK_QPN)";
     case UmrError::BadMask: return "unsupported mkey_mask bit or check mode";
     case UmrError::BadPageSize: return "log_page_size outside 12..30";
     case UmrError::XltTooLong: return "translation entries beyond translations_octword_size";
-    case UmrError::XltNoMtt: return "translation entries for a key that is not MTT";
+    case UmrError::XltNoMtt: return "translation entries for a key that is neither MTT nor KLM";
     case UmrError::XltOffset: return "xlt_offset_47_16 without umr_extended_translation_offset";
     case UmrError::Budget: return "the device's translation-entry budget is spent";
+    case UmrError::BindMr: return "window bind: the memory region is invalid, of another PD, too small or lacks "
+                                  "local write";
     }
     return "?";
 }
@@ -127,11 +210,26 @@ UmrError MkeyTable::charge_xlt(Mkey &m, const UmrOp &op) {
     if (op.xlt.empty()) {
         return UmrError::None;
     }
-    if (m.mode != MkeyMode::Mtt) {
+    if (m.mode != MkeyMode::Mtt && m.mode != MkeyMode::Klm) {
         return UmrError::XltNoMtt;
     }
     if (op.xlt_offset_high) {
         return UmrError::XltOffset;
+    }
+    if (m.mode == MkeyMode::Klm) {
+        // One KLM entry per octoword, in 64-byte units as well (libmlx5's
+        // window bind sends one entry and three of padding).
+        const uint64_t end = (op.xlt_first + op.xlt.size()) / 2;
+        if (end > ((uint64_t{m.octwords} + 3) & ~uint64_t{3})) {
+            return UmrError::XltTooLong;
+        }
+        if (end > m.klm.size()) {
+            if (!dev_.budget.take(2 * (end - m.klm.size()))) {
+                return UmrError::Budget;
+            }
+            mtt_entries_ += 2 * (end - m.klm.size());
+        }
+        return UmrError::None;
     }
     // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
     // a key sized for 4 entries receives 8, the last ones zero padding.
@@ -150,38 +248,38 @@ UmrError MkeyTable::charge_xlt(Mkey &m, const UmrOp &op) {
     return UmrError::None;
 }
 
-UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
-    auto it = mkeys_.find(op.key >> 8);
-    if (it == mkeys_.end()) {
-        return UmrError::NoKey;
-    }
-    Mkey &m = it->second;
-    if (!m.umr_en) {
-        return UmrError::NotUmrEnabled;
-    }
-    if ((op.mask & ~UmrOp::kMaskSupported) || (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckMask) {
-        return UmrError::BadMask;
-    }
-    if (!(op.mask & UmrOp::kMaskKey) && m.variant != (op.key & 0xff)) {
-        return UmrError::Variant;
-    }
-    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree && m.free) {
-        return UmrError::IsFree;
-    }
-    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree && !m.free) {
-        return UmrError::NotFree;
-    }
-    if (qp_pd && m.pd != *qp_pd) {
-        return UmrError::BadPd;
-    }
+bool MkeyTable::bind_ok(const Mkey &w, const UmrOp &op) const {
     auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
-    if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > 30)) {
-        return UmrError::BadPageSize;
+    const bool freed = (op.mask & UmrOp::kMaskFree) ? f(mkc::free_) != 0 : w.free;
+    if (freed || op.xlt.empty()) {
+        return true;  // an unbind (invalidation), or the entries stay
     }
-    if (const UmrError e = charge_xlt(m, op); e != UmrError::None) {
-        return e;
+    const uint32_t pd = (op.mask & UmrOp::kMaskPd) ? static_cast<uint32_t>(f(mkc::pd)) : w.pd;
+    const bool rw = (op.mask & UmrOp::kMaskRw) ? f(mkc::rw) != 0 : w.rw;
+    const bool a = (op.mask & UmrOp::kMaskA) ? f(mkc::a) != 0 : w.a;
+    const uint8_t need = kAccLocalRead | ((rw || a) ? kAccLocalWrite : 0);
+    std::vector<DmaChunk> scratch;
+    for (size_t i = 0; i + 1 < op.xlt.size(); i += 2) {
+        const auto bc = static_cast<uint32_t>(op.xlt[i] >> 32);
+        if (bc == 0) {
+            continue;  // padding
+        }
+        const Mkey *mr = find(static_cast<uint32_t>(op.xlt[i]));
+        scratch.clear();
+        if (!mr || mr->mode == MkeyMode::Klm || translate_in(*mr, pd, op.xlt[i + 1], bc, need, scratch, 1) !=
+                                                      XlatError::None) {
+            dev_.trace(kTrMkey, "bind window=0x{:x}: entry {} key=0x{:x} addr=0x{:x} len={} refused", op.key, i / 2,
+                       static_cast<uint32_t>(op.xlt[i]), op.xlt[i + 1], bc);
+            return false;
+        }
     }
-    // Checks passed: apply.
+    return true;
+}
+
+// The UMR's mkey-mask fields and translation entries into the key, the
+// free state last.
+void MkeyTable::apply_umr(Mkey &m, const UmrOp &op) {
+    auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
     if (op.mask & UmrOp::kMaskLen) {
         m.len = f(mkc::len);
         m.length64 = f(mkc::length64);
@@ -219,7 +317,16 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     if (op.mask & UmrOp::kMaskA) {
         m.a = f(mkc::a);
     }
-    if (!op.xlt.empty()) {
+    if (!op.xlt.empty() && m.mode == MkeyMode::Klm) {
+        const size_t first = op.xlt_first / 2;
+        if (m.klm.size() < first + op.xlt.size() / 2) {
+            m.klm.resize(first + op.xlt.size() / 2);
+        }
+        for (size_t i = 0; i + 1 < op.xlt.size(); i += 2) {
+            m.klm[first + i / 2] = {static_cast<uint32_t>(op.xlt[i] >> 32), static_cast<uint32_t>(op.xlt[i]),
+                                    op.xlt[i + 1]};
+        }
+    } else if (!op.xlt.empty()) {
         if (m.mtt.size() < op.xlt_first + op.xlt.size()) {
             m.mtt.resize(op.xlt_first + op.xlt.size());
         }
@@ -230,12 +337,73 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     if (op.mask & UmrOp::kMaskFree) {
         m.free = f(mkc::free_);
     }
+}
+
+UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
+    auto it = mkeys_.find(op.key >> 8);
+    if (it == mkeys_.end()) {
+        return UmrError::NoKey;
+    }
+    Mkey &m = it->second;
+    if (!m.umr_en) {
+        return UmrError::NotUmrEnabled;
+    }
+    if ((op.mask & ~UmrOp::kMaskSupported) || (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckMask) {
+        return UmrError::BadMask;
+    }
+    if (!(op.mask & UmrOp::kMaskKey) && m.variant != (op.key & 0xff)) {
+        return UmrError::Variant;
+    }
+    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree && m.free) {
+        return UmrError::IsFree;
+    }
+    if ((op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree && !m.free) {
+        return UmrError::NotFree;
+    }
+    if (qp_pd && m.pd != *qp_pd) {
+        return UmrError::BadPd;
+    }
+    if ((op.flags & UmrOp::kCheckQpn) && m.qpn != kAnyQpn && m.qpn != op.qpn) {
+        return UmrError::OtherQp;
+    }
+    auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
+    if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > 30)) {
+        return UmrError::BadPageSize;
+    }
+    if (m.mode == MkeyMode::Klm && !bind_ok(m, op)) {
+        return UmrError::BindMr;
+    }
+    if (const UmrError e = charge_xlt(m, op); e != UmrError::None) {
+        return e;
+    }
+    // Checks passed: apply.
+    apply_umr(m, op);
     dev_.trace(kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
                "xlt={}@{} access={}{}{}{}{} free={}",
                m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
                op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
                m.a ? "A" : "-", m.free);
     return UmrError::None;
+}
+
+// KLM keys as memory windows use them (mlx5_ib_alloc_mw(): free, umr_en,
+// entries loaded by the bind's UMR); no KSM, and no KLM list given at
+// creation (umr_indirect_mkey_disabled).
+bool MkeyTable::create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const {
+    if (mode > 2) {
+        c.fail(Status::BAD_PARAM, "access mode {} (KSM) is not supported", mode);
+        return false;
+    }
+    if (mode == 2 && (!m.free || !m.umr_en || c.get(ifc::create_mkey_in::translations_octword_actual_size))) {
+        c.fail(Status::BAD_PARAM, "a KLM key is created free and UMR-enabled, its entries loaded by a UMR "
+               "(umr_indirect_mkey_disabled)");
+        return false;
+    }
+    if (mode == 2 && m.octwords > (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_klm_list_size))) {
+        c.fail(Status::BAD_PARAM, "translations_octword_size {} exceeds log_max_klm_list_size", m.octwords);
+        return false;
+    }
+    return true;
 }
 
 void MkeyTable::cmd_create_mkey(CmdCtx &c) {
@@ -265,8 +433,7 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "mkey PD {} does not exist", m.pd);
         return;
     }
-    if (mode > 1) {
-        c.fail(Status::BAD_PARAM, "access mode {} (KLM/KSM) is not supported (umr_indirect_mkey_disabled)", mode);
+    if (!create_mode_ok(c, m, mode)) {
         return;
     }
     m.mode = static_cast<MkeyMode>(mode);
@@ -328,7 +495,7 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     c.set(ifc::create_mkey_out::mkey_index, m.index);
     dev_.trace(kTrObj, "create_mkey key=0x{:x} mode={} pd={} start=0x{:x} len=0x{:x}{} page={} entries={} "
                "access={}{}{}{}{} free={}",
-               m.key(), m.mode == MkeyMode::Pa ? "PA" : "MTT", m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
+               m.key(), mode_name(m.mode), m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
                m.log_page_size, m.mtt.size(), m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
                m.a ? "A" : "-", m.free);
     mkeys_.emplace(m.index, std::move(m));
@@ -342,8 +509,8 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
         return;
     }
     dev_.trace(kTrObj, "destroy_mkey key=0x{:x}", it->second.key());
-    dev_.budget.give(it->second.mtt.size());
-    mtt_entries_ -= it->second.mtt.size();
+    dev_.budget.give(entries(it->second));
+    mtt_entries_ -= entries(it->second);
     mkeys_.erase(it);
     ids_.release(index);
 }
@@ -386,8 +553,8 @@ std::string MkeyTable::info() const {
             break;
         }
         fmt::format_to(std::back_inserter(s), "  key=0x{:08x} {} pd={} start=0x{:x} len=0x{:x}{} entries={}{}\n",
-                       m.key(), m.mode == MkeyMode::Pa ? "PA " : "MTT", m.pd, m.start, m.len,
-                       m.length64 ? "+" : "", m.mtt.size(), m.free ? " free" : "");
+                       m.key(), mode_name(m.mode), m.pd, m.start, m.len, m.length64 ? "+" : "", entries(m),
+                       m.free ? " free" : "");
     }
     return s;
 }

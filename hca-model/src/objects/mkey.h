@@ -1,6 +1,7 @@
 // Memory keys (CREATE/DESTROY/QUERY_MKEY) and the translation every SGE,
-// RDMA address and atomic goes through: key variant, free state, PD, bounds,
-// access rights, then physical (PA) or page-table (MTT) translation.
+// RDMA address and atomic goes through: key variant, free state, PD, the QP
+// a type 2 window is bound to, bounds, access rights, then physical (PA),
+// page-table (MTT) or indirect (KLM: memory windows) translation.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +28,21 @@ enum Access : uint8_t {
     kAccRemoteAtomic = 16,
 };
 
+// One entry of an indirect key's list (mlx5_klm): byte_count bytes of key
+// from address on, after the bytes of the entries before it.
+struct Klm {
+    uint32_t bc = 0;
+    uint32_t key = 0;
+    uint64_t addr = 0;
+};
+
+inline constexpr uint32_t kAnyQpn = 0xffffff;
+
 struct Mkey {
     uint32_t index = 0;
     uint8_t variant = 0;  // mkc.mkey_7_0
     uint32_t pd = 0;
-    uint32_t qpn = 0xffffff;
+    uint32_t qpn = kAnyQpn;     // a bound type 2 window's QP
     uint16_t uid = 0;
     MkeyMode mode = MkeyMode::Pa;
     bool free = false;
@@ -44,6 +55,7 @@ struct Mkey {
     uint8_t log_page_size = 12;
     uint32_t octwords = 0;      // translations_octword_size
     std::vector<uint64_t> mtt;  // page addresses (MTT mode)
+    std::vector<Klm> klm;       // entries (KLM mode)
 
     uint32_t key() const { return index << 8 | variant; }
 };
@@ -54,7 +66,7 @@ struct DmaChunk {
     uint32_t len;
 };
 
-enum class XlatError : uint8_t { None, BadKey, Free, BadPd, Bounds, Access, NoTranslation };
+enum class XlatError : uint8_t { None, BadKey, Free, BadPd, BoundQp, Bounds, Access, NoTranslation, Depth };
 const char *xlat_error_name(XlatError e);
 
 // A user-mode memory registration (UMR WQE, include/linux/mlx5/qp.h
@@ -63,6 +75,7 @@ const char *xlat_error_name(XlatError e);
 // to load at an offset.
 struct UmrOp {
     // mlx5_wqe_umr_ctrl_seg.flags
+    static constexpr uint8_t kCheckQpn = 1 << 3;  // fail unless a bound window is bound to this QP
     static constexpr uint8_t kOffsetEn = 1 << 4;
     static constexpr uint8_t kCheckMask = 3 << 5;
     static constexpr uint8_t kCheckNotFree = 1 << 5;  // fail unless the key is free
@@ -92,6 +105,7 @@ struct UmrOp {
                                                kMaskSmallFence | kMaskRoWrite | kMaskFree | kMaskRoRead;
 
     uint32_t key = 0;       // ctrl imm: the key to modify
+    uint32_t qpn = kAnyQpn;  // the issuing QP (kCheckQpn)
     uint8_t flags = 0;
     uint64_t mask = 0;
     const uint8_t *mkc = nullptr;     // 64-byte mkey segment (mkc layout)
@@ -102,8 +116,8 @@ struct UmrOp {
 
 // Why a UMR failed; the WQE completes in error with kSyndLocalProt for the
 // key checks and kSyndLocalQpOp for malformed requests.
-enum class UmrError : uint8_t { None, NoKey, NotUmrEnabled, Variant, IsFree, NotFree, BadPd, BadMask, BadPageSize,
-                                XltTooLong, XltNoMtt, XltOffset, Budget };
+enum class UmrError : uint8_t { None, NoKey, NotUmrEnabled, Variant, IsFree, NotFree, BadPd, OtherQp, BadMask,
+                                BadPageSize, XltTooLong, XltNoMtt, XltOffset, Budget, BindMr };
 const char *umr_error_name(UmrError e);
 
 class MkeyTable {
@@ -116,13 +130,16 @@ class MkeyTable {
     uint64_t mtt_entries() const { return mtt_entries_; }
     const Mkey *find(uint32_t key) const;
 
-    // Translates [va, va+len) of key for an object of protection domain pd;
-    // appends the physical pieces to out (merging adjacent ones).
+    // Translates [va, va+len) of key for an object of protection domain pd
+    // (and, for a remote access, the responder QP qpn: a type 2 window
+    // serves only the QP it is bound to); appends the physical pieces to out
+    // (merging adjacent ones).
     XlatError translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
-                        std::vector<DmaChunk> &out) const;
+                        std::vector<DmaChunk> &out, uint32_t qpn = kAnyQpn) const;
 
-    // Remote or local invalidation: the key becomes free (IBA 10.6.5).
-    bool invalidate(uint32_t key, uint32_t pd);
+    // Remote invalidation (SEND with Invalidate, arriving on QP qpn): the
+    // key becomes free (IBA 10.6.5); a type 2 window only from its QP.
+    bool invalidate(uint32_t key, uint32_t pd, uint32_t qpn = kAnyQpn);
 
     // Applies a UMR. qp_pd is the PD of the issuing QP, or nullptr for the
     // privileged UMR QP, which may modify a key of any PD.
@@ -137,6 +154,15 @@ class MkeyTable {
     // The checks of a UMR's translation entries; the last one charges the
     // entries the table grows by to the budget.
     UmrError charge_xlt(Mkey &m, const UmrOp &op);
+    // A window bind's checks of the keys its KLM entries name (IBA
+    // 10.6.7.2: same PD, valid, the range inside, local write under remote
+    // write or atomic access).
+    bool bind_ok(const Mkey &w, const UmrOp &op) const;
+    void apply_umr(Mkey &m, const UmrOp &op);
+    // CREATE_MKEY's access mode checks (PA, MTT, KLM for windows).
+    bool create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const;
+    XlatError translate_in(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                           std::vector<DmaChunk> &out, int depth) const;
 
     Device &dev_;
     IdAllocator ids_{kFirstIndex, 1u << 24};
