@@ -27,6 +27,7 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       uars(*this, HCA_MODEL_BAR0_SIZE >> kPageShift),
       eqs(*this),
       pds(*this),
+      qcounters(*this),
       mkeys(*this),
       cqs(*this),
       srqs(*this),
@@ -111,6 +112,7 @@ void Device::drop_objects() {
     cqs.reset();
     mkeys.reset();
     pds.reset();
+    qcounters.reset();
     eqs.reset();
     uars.reset();
 }
@@ -497,7 +499,8 @@ std::string Device::info() {
     std::string s = fmt::format("mlx5-hca node_guid=0x{:016x} fw={}.{}.{} board_id={}\n", node_guid_, kFwMajor,
                                 kFwMinor, kFwSubMinor, kBoardId);
     s += fw.info();
-    s += fmt::format("UARs in use: {}, PDs: {}, XRCDs: {}\n", uars.in_use(), pds.pds(), pds.xrcds());
+    s += fmt::format("UARs in use: {}, PDs: {}, XRCDs: {}, Q counter sets: {}\n", uars.in_use(), pds.pds(), pds.xrcds(),
+                     qcounters.count());
     s += port1.info();
     s += eqs.info();
     s += cqs.info();

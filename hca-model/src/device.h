@@ -20,6 +20,7 @@
 #include "hcasim/hca_model.h"
 #include "host.h"
 #include "iba/link.h"
+#include "objects/counters.h"
 #include "objects/cq.h"
 #include "objects/eq.h"
 #include "objects/mkey.h"
@@ -206,6 +207,7 @@ class Device {
     UarTable uars;
     EqTable eqs;
     PdTable pds;
+    QCounterTable qcounters;
     MkeyTable mkeys;
     CqTable cqs;
     SrqTable srqs;

@@ -18,7 +18,8 @@ inline void expect_no_objects(hca::Device &dev) {
     CHECK(dev.pds.xrcds() == 0);
     CHECK(dev.eqs.count() == 0);
     CHECK(dev.uars.in_use() == 0);
-    CHECK_THAT(dev.info(), Catch::Contains("UARs in use: 0, PDs: 0, XRCDs: 0"));
+    CHECK(dev.qcounters.count() == 0);
+    CHECK_THAT(dev.info(), Catch::Contains("UARs in use: 0, PDs: 0, XRCDs: 0, Q counter sets: 0"));
 }
 
 }  // namespace hcatest

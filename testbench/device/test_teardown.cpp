@@ -29,7 +29,8 @@ struct Busy {
         a.d.post_recv(p.qa, a.mr.key, a.mr.iova + 32768, 4096);
         p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 16384);
         REQUIRE(a.d.moderate_cq(a.rcq, 1000, 64) == 0);
-        CmdResult r;
+        CmdResult r = a.d.exec(Driver::inbox(hca::kOpAllocQCounter, 0, 16), 16);  // a Q counter set
+        REQUIRE(r.status == 0);
         ud = a.d.create_qp(hca::kQpUd, a.pd, a.scq.cqn, a.rcq.cqn, a.uar, 4, 4, &r);
         REQUIRE(r.status == 0);
         a.d.ud_to_rts(ud, 0x11111111);

@@ -1,7 +1,7 @@
 // libFuzzer target: object lifecycles through the command interface.  A
 // small decoder turns the input into a command sequence — create EQs, CQs,
-// PDs, XRCDs, mkeys (PA, MTT, free/UMR), QPs of every type, SRQs, XRC SRQs
-// and RMPs; walk QPs through their state transitions; query, modify, arm,
+// PDs, XRCDs, Q counter sets, mkeys (PA, MTT, free/UMR), QPs of every type,
+// SRQs, XRC SRQs and RMPs; walk QPs through their state transitions; query, modify, arm,
 // attach to multicast groups and destroy in any order — with handles taken
 // from the objects created so far (or made up), well-formed inboxes whose
 // fields the input chooses, and a few bytes of each inbox overwritten.
@@ -35,7 +35,7 @@ struct World {
     bool dirty = false;  // the input changed the HCA itself: reset the device
     // Objects the current input created, by kind; destroyed afterwards in
     // dependency order (QPs first).
-    std::vector<uint32_t> eqs, pds, xrcds, mkeys, cqs, qps, srqs, xsrqs, rmps, uars;
+    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, srqs, xsrqs, rmps, uars;
 
     void setup() {
         hcafuzz::fresh_device(b, d);
@@ -222,6 +222,7 @@ void modify_qp(World &x, Input &in) {
         ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rre), acc & 1);
         ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rwe), (acc >> 1) & 1);
         ifc::set(box.data(), ifc::in(ctx, ifc::qpc::rae), (acc >> 2) & 1);
+        ifc::set(box.data(), ifc::in(ctx, ifc::qpc::counter_set_id), pick(in, x.qcounters, 0xff));
         hcafuzz::patch(in, box, 3);
     }, in.u8() < 200 ? 0 : in.u32());
 }
@@ -283,6 +284,9 @@ void object_cmd(World &x, Input &in) {
         {hca::kOpQueryEq, ifc::query_eq_in::eq_number, &World::eqs, ifc::query_eq_out::size_bytes, false},
         {hca::kOpDeallocPd, ifc::dealloc_pd_in::pd, &World::pds, 16, true},
         {hca::kOpDeallocXrcd, ifc::dealloc_xrcd_in::xrcd, &World::xrcds, 16, true},
+        {hca::kOpDeallocQCounter, ifc::dealloc_q_counter_in::counter_set_id, &World::qcounters, 16, true},
+        {hca::kOpQueryQCounter, ifc::query_q_counter_in::counter_set_id, &World::qcounters,
+         ifc::query_q_counter_out::size_bytes, false},
         {hca::kOpDestroyMkey, ifc::destroy_mkey_in::mkey_index, &World::mkeys, 16, true},
         {hca::kOpQueryMkey, ifc::query_mkey_in::mkey_index, &World::mkeys, ifc::query_mkey_out::size_bytes, false},
         {hca::kOpDestroyCq, ifc::destroy_cq_in::cqn, &World::cqs, 16, true},
@@ -307,7 +311,8 @@ void object_cmd(World &x, Input &in) {
     const uint32_t id = pick(in, list);
     const size_t inlen = op.opcode == hca::kOpModifyRmp ? ifc::modify_rmp_in::size_bytes
                          : op.opcode == hca::kOpAttachToMcg || op.opcode == hca::kOpDetachFromMcg ? 0x20
-                                                                                                   : 16;
+                         : op.opcode == hca::kOpQueryQCounter ? ifc::query_q_counter_in::size_bytes
+                                                               : 16;
     auto box = Driver::inbox(op.opcode, in.u8() < 230 ? 0 : in.u8(), inlen);
     ifc::set(box.data(), op.id, id);
     if (inlen == 0x20) {
@@ -316,6 +321,12 @@ void object_cmd(World &x, Input &in) {
     }
     if (op.opcode == hca::kOpArmRq || op.opcode == hca::kOpArmXrcSrq) {
         hca::store_be16(box.data() + 14, in.u8());
+    }
+    if (op.opcode == hca::kOpQueryQCounter) {
+        const uint8_t f = in.u8();  // clear, and rarely another vport or an aggregate
+        ifc::set(box.data(), ifc::query_q_counter_in::clear, f & 1);
+        ifc::set(box.data(), ifc::query_q_counter_in::aggregate, f > 240);
+        ifc::set(box.data(), ifc::query_q_counter_in::other_vport, f > 248);
     }
     auto r = run(x, in, box, op.outlen);
     if (ok(r) && op.destroys) {
@@ -345,6 +356,7 @@ void hca_cmd(World &x, Input &in) {
         {hca::kOpDeallocUar, 16, 16, false},
         {hca::kOpAllocPd, 16, 16, false},
         {hca::kOpAllocXrcd, 16, 16, false},
+        {hca::kOpAllocQCounter, 16, 16, false},
         {hca::kOpManagePages, 16 + 64, 16 + 64, true},
         {hca::kOpSetHcaCap, ifc::set_hca_cap_in::size_bytes, 16, true},
         {hca::kOpSetIssi, 16, 16, true},
@@ -383,6 +395,8 @@ void hca_cmd(World &x, Input &in) {
             x.pds.push_back(id);
         } else if (op.opcode == hca::kOpAllocXrcd) {
             x.xrcds.push_back(id);
+        } else if (op.opcode == hca::kOpAllocQCounter) {
+            x.qcounters.push_back(id & 0xff);
         }
     }
 }
@@ -406,6 +420,7 @@ void cleanup(World &x) {
         {&World::eqs, hca::kOpDestroyEq, ifc::destroy_eq_in::eq_number},
         {&World::pds, hca::kOpDeallocPd, ifc::dealloc_pd_in::pd},
         {&World::xrcds, hca::kOpDeallocXrcd, ifc::dealloc_xrcd_in::xrcd},
+        {&World::qcounters, hca::kOpDeallocQCounter, ifc::dealloc_q_counter_in::counter_set_id},
         {&World::uars, hca::kOpDeallocUar, ifc::dealloc_uar_in::uar},
     };
     for (const Kind &k : kKinds) {

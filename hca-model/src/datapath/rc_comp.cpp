@@ -57,6 +57,7 @@ void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
             return;
         }
         --q->rc.retry_left;
+        dev_.qcounters.add(q->counter_set, QCounter::LocalAckTimeoutErr);
         dev_.trace(kTrQp, "ack_timeout qpn=0x{:x} psn=0x{:x} retries_left={}", q->qpn, q->rc.una, q->rc.retry_left);
         rc_retransmit(*q, q->rc.una);
     });
@@ -199,6 +200,7 @@ void QpTable::rc_got_ack(Qp &qp, uint32_t psn) {
         if ((w.is_read() || w.is_atomic()) && !w.acked && psn_diff(w.last_psn(), psn) < 0) {
             rc_complete(qp);
             if (rc_retry_budget(qp, "implied NAK")) {
+                dev_.qcounters.add(qp.counter_set, QCounter::ImpliedNakSeqErr);
                 rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
             }
             return;
@@ -219,6 +221,7 @@ void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
     if (qp.rnr_retry != 7) {  // 7: retry forever
         --qp.rc.rnr_left;
     }
+    dev_.qcounters.add(qp.counter_set, QCounter::RnrNakRetryErr);
     const int64_t wait = rnr_timer_ns(timer);
     dev_.trace(kTrQp, "rnr_nak qpn=0x{:x} psn=0x{:x} wait_us={} retries_left={}", qp.qpn, psn, wait / 1000,
                qp.rc.rnr_left);
@@ -248,6 +251,7 @@ void QpTable::rc_got_nak(Qp &qp, uint32_t psn, uint8_t code) {
     dev_.trace(kTrQp, "nak qpn=0x{:x} psn=0x{:x} code={}", qp.qpn, psn, code);
     if (code == kNakPsnSeq) {
         if (rc_retry_budget(qp, "PSN sequence NAK")) {
+            dev_.qcounters.add(qp.counter_set, QCounter::PacketSeqErr);
             rc_retransmit(qp, psn);
         }
         return;

@@ -88,6 +88,10 @@ void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd,
     if (qp.st != kQpUc) {
         rc_ack(qp, psn, kAethNak | nak);
     }
+    if (nak == kNakRemoteAccess || nak == kNakInvalidRequest) {
+        dev_.qcounters.add(qp.counter_set, nak == kNakRemoteAccess ? QCounter::RespRemoteAccessErrors
+                                                                   : QCounter::RespRemoteInvalidRequest);
+    }
     const auto &r = qp.rc.recv;
     const bool completed = qp.rc.resp == RespState::InSend && cqe_synd;
     if (completed) {
@@ -200,11 +204,13 @@ bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
     const int32_t diff = psn_diff(psn, qp.rc.epsn);
     if (diff < 0) {
         if (qp.st != kQpUc) {
+            dev_.qcounters.add(qp.counter_set, QCounter::DuplicateRequest);
             rc_duplicate(qp, v);
         }
         return false;
     }
     if (diff > 0) {
+        dev_.qcounters.add(qp.counter_set, QCounter::OutOfSequence);
         if (qp.st != kQpUc) {
             // IBA 9.7.5.1.3: out of sequence; one NAK until the gap is filled.
             if (!qp.rc.nak_sent) {
@@ -244,6 +250,7 @@ bool QpTable::rc_resp_check_seq(Qp &qp, const iba::PacketView &v) {
 // No receive WQE for a message: RC answers RNR NAK and the requester
 // retries (IBA 9.7.5.2.8); UC drops the message.
 void QpTable::rc_resp_rnr(Qp &qp, uint32_t psn) {
+    dev_.qcounters.add(qp.counter_set, QCounter::OutOfBuffer);
     if (qp.st != kQpUc) {
         rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
     }
@@ -363,6 +370,17 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
     return true;
 }
 
+// A new request (in sequence, not a duplicate) for the Q counters.
+void QpTable::count_request(Qp &qp, uint8_t op) {
+    if (op == iba::kReadRequest) {
+        dev_.qcounters.add(qp.counter_set, QCounter::RxReadRequests);
+    } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
+        dev_.qcounters.add(qp.counter_set, QCounter::RxAtomicRequests);
+    } else if (is_write(op) && is_first(op)) {
+        dev_.qcounters.add(qp.counter_set, QCounter::RxWriteRequests);
+    }
+}
+
 // The responder (IBA 9.7.5): checks, then the request's operation, then
 // the expected PSN moves on and the requester gets its ACK if it asked.
 void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
@@ -371,6 +389,7 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
+    count_request(qp, op);
     if (op == iba::kReadRequest) {
         rc_read_response(qp, v, true);  // moves the expected PSN past the response
         return;

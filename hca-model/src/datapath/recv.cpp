@@ -211,6 +211,7 @@ void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, 
     dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
                cqn, qp.qpn, index, cqe_syndrome_name(synd), synd, e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
+    dev_.qcounters.add_error_cqe(qp.counter_set, false, synd);
 }
 
 void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
@@ -223,6 +224,7 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     Srq *srq = nullptr;
     if (!next_recv_wqe(qp, wqe, stride, index, srq)) {
         ++qp.dropped;
+        dev_.qcounters.add(qp.counter_set, QCounter::OutOfBuffer);
         dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} has no receive WQE posted", pkt.id, qp.qpn);
         return;
     }

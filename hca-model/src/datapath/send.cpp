@@ -568,6 +568,7 @@ void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t sy
                qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
                e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
+    dev_.qcounters.add_error_cqe(qp.counter_set, true, syndrome);
 }
 
 }  // namespace hca

@@ -72,6 +72,13 @@ const CapEntry kGeneralCaps[] = {
     GEN(cq_resize, 1, 1, false),      // MODIFY_CQ op_mod 1 (ibv_resize_cq)
     GEN(cq_moderation, 1, 1, false),  // MODIFY_CQ period/count (ib_modify_cq)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
+    // Q counters (objects/counters.h): mlx5_ib's hw_counters per port and
+    // per bound rdma counter, moving a bound RTS QP with RTS2RTS.
+    GEN(max_qp_cnt, 255, 255, false),
+    GEN(out_of_seq_cnt, 1, 1, false),
+    GEN(retransmission_q_counters, 1, 1, false),
+    GEN(enhanced_error_q_counters, 1, 1, false),
+    GEN(rts2rts_qp_counters_set_id, 1, 1, false),
 };
 
 #undef GEN

@@ -316,6 +316,7 @@ void QpTable::cmd_query_qp(CmdCtx &c) {
     s(qpc::srqn_rmpn_xrqn, qp->srqn);
     s(qpc::hw_sq_wqebb_counter, qp->sq_ci);
     s(qpc::hw_rq_counter, qp->rq_ci);
+    s(qpc::counter_set_id, qp->counter_set);
     const ifc::Block pri = ifc::in(ctx, qpc::primary_address_path);
     auto p = [&](ifc::Field fld, uint64_t v) { c.set(ifc::in(pri, fld), v); };
     p(ifc::ads::pkey_index, qp->path.pkey_index);
@@ -457,6 +458,7 @@ void QpTable::flush_rq(Qp &qp) {
         dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={} vendor=0x{:x}", qp.cqn_rcv,
                    qp.qpn, qp.rq_ci, cqe_syndrome_name(kSyndWrFlush), e.vendor_err_synd);
         dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
+        dev_.qcounters.add(qp.counter_set, QCounter::RespCqeFlushError);
         ++qp.rq_ci;
         ++qp.rq_flushed;
     }

@@ -127,6 +127,7 @@ struct Qp {
     uint8_t pm_state = 3;
     bool rlky = false;
     bool block_lb_mc = false;  // own multicast sends are not looped back
+    uint8_t counter_set = 0;   // the Q counter set it counts into (0: none)
     // Engine state.
     uint16_t sq_ci = 0;      // WQEBBs consumed
     uint16_t rq_ci = 0;      // RQ WQEs consumed
@@ -255,6 +256,7 @@ class QpTable {
     void rc_got_nak(Qp &qp, uint32_t psn, uint8_t code);
     void rc_got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v);
     void rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v);
+    void count_request(Qp &qp, uint8_t op);
     void rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     bool rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     bool rc_resp_check_psn(Qp &qp, const iba::PacketView &v);

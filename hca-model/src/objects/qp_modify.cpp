@@ -52,6 +52,7 @@ enum : uint32_t {
     kOptRnrRetry = 1u << 13,
     kOptAckTimeout = 1u << 14,
     kOptPriPort = 1u << 16,
+    kOptCounterSetId = 1u << 25,
 };
 
 // The attributes a modify applied, against the port and the capabilities:
@@ -122,6 +123,7 @@ class ModifyIn {
         if (rst || (opt_ & kOptPriPort)) port(qp);
         if (rst ? qp.ud_like() : (opt_ & kOptQkey)) qkey(qp);
         if (rst ? qp.connected() : (opt_ & (kOptRre | kOptRwe | kOptRae))) access(qp);
+        if (rst || (opt_ & kOptCounterSetId)) counter_set(qp);
     }
 
     void init2rtr(Qp &qp) {
@@ -143,6 +145,7 @@ class ModifyIn {
         if (opt_ & kOptQkey) qkey(qp);
         if (opt_ & (kOptRre | kOptRwe | kOptRae)) access(qp);
         if (opt_ & kOptAltPath) apply_path(qp.alt_path, c_.in, kAlt);
+        if (opt_ & kOptCounterSetId) counter_set(qp);
     }
 
     // RTR2RTS (required fields), and the optional fields of every *2RTS.
@@ -170,6 +173,7 @@ class ModifyIn {
         if (opt_ & kOptPmState) qp.pm_state = static_cast<uint8_t>(f(qpc::pm_state));
         if (opt_ & kOptSraMax) qp.log_sra_max = static_cast<uint8_t>(f(qpc::log_sra_max));
         if (opt_ & kOptRraMax) qp.log_rra_max = static_cast<uint8_t>(f(qpc::log_rra_max));
+        if (opt_ & kOptCounterSetId) counter_set(qp);
     }
 
   private:
@@ -188,6 +192,10 @@ class ModifyIn {
         qp.rae = f(qpc::rae);
         qp.atomic_mode = static_cast<uint8_t>(f(qpc::atomic_mode));
         note(fmt::format("access={}{}{}", qp.rre ? "R" : "-", qp.rwe ? "W" : "-", qp.rae ? "A" : "-"));
+    }
+    void counter_set(Qp &qp) {
+        qp.counter_set = static_cast<uint8_t>(f(qpc::counter_set_id));
+        note(fmt::format("counter_set={}", qp.counter_set));
     }
     void qkey(Qp &qp) {
         qp.qkey = static_cast<uint32_t>(f(qpc::q_key));
@@ -253,6 +261,10 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
         break;
     default:
         break;
+    }
+    if (next.counter_set != qp->counter_set && next.counter_set && !dev_.qcounters.exists(next.counter_set)) {
+        c.fail(Status::BAD_PARAM, "counter_set_id {} is not an allocated Q counter set", next.counter_set);
+        return;
     }
     if (!modify_within_limits(next, dev_.fw.caps(), c)) {
         return;

@@ -29,7 +29,6 @@ import signal
 import sys
 import time
 
-import pyverbs.enums as e
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -37,6 +36,7 @@ from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+from verbs_enums import e  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_verbs import armed  # noqa: E402

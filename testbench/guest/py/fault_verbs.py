@@ -20,13 +20,13 @@ import sys
 import threading
 import time
 
-import pyverbs.enums as e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.wr import SGE, RecvWR, SendWR
+from verbs_enums import e  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verbs_errors import ACCESS, Pair, check, status_name  # noqa: E402

@@ -11,7 +11,6 @@ Prints TAP lines."""
 import sys
 import time
 
-import pyverbs.enums as e
 from pyverbs.addr import AHAttr
 from pyverbs.cq import CQ
 from pyverbs.device import Context
@@ -19,6 +18,7 @@ from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+from verbs_enums import e  # noqa: E402
 
 n = 0
 failed = 0
@@ -35,7 +35,7 @@ ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REM
 
 
 class Pair:
-    def __init__(self, ctx, pd, lid, cq=None, srq=None):
+    def __init__(self, ctx, pd, lid, cq=None, srq=None, rnr_retry=7):
         self.cq = cq or CQ(ctx, 64)
         cap = QPCap(max_send_wr=16, max_recv_wr=0 if srq else 16, max_send_sge=2, max_recv_sge=2)
         ia = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, srq=srq)
@@ -62,7 +62,7 @@ class Pair:
             at.qp_state = e.IBV_QPS_RTS
             at.timeout = 14
             at.retry_cnt = 7
-            at.rnr_retry = 7
+            at.rnr_retry = rnr_retry
             at.sq_psn = 0
             at.max_rd_atomic = 1
             q.modify(at, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
