@@ -42,8 +42,10 @@ check "armed health-fatal" hca_fault health-fatal
 recovered() { since "$mark" | grep -qE 'health recovery (succeeded|failed)'; }
 check "the recovery ends" retry 300 recovered
 since "$mark" | grep -E 'Fatal error|Issuing FW Reset|Waiting for FW|recovery' | sed 's/^/# /'
-check "mlx5_core waited: 'Waiting for FW initialization'" \
-    sh -c "dmesg | tail -n +$((mark + 1)) | grep -q 'Waiting for FW initialization, timeout abort in'"
+# (6.1 says "Waiting for FW initialization"; 6.12 waits in two steps and
+# warns in the first, "Waiting for FW pre-initializing".)
+check "mlx5_core waited: 'Waiting for FW initialization' (6.1) or 'pre-initializing' (6.12 on)" \
+    sh -c "dmesg | tail -n +$((mark + 1)) | grep -qE 'Waiting for FW (initialization|pre-initializing), timeout abort in'"
 check "'health recovery succeeded'" sh -c "dmesg | tail -n +$((mark + 1)) | grep -q 'health recovery succeeded'"
 check "port ACTIVE after the recovery" wait_port_active 180
 read -r took err << EOF
@@ -105,12 +107,14 @@ check "no command timed out for good" sh -c "! dmesg | tail -n +$((mark + 1)) | 
 
 check "no kernel oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
 
-# 5. A driver finding (6.1.192): with the slot that step 3 leaked, a fatal
-# error never recovers. enter_error_state() -> mlx5_cmd_flush() takes every
+# 5. A driver finding (6.1.192; 6.12.118 the same, seen 2026-12-04; 7.2.13's
+# code reads the same): with the slot that step 3 leaked, a fatal error
+# never recovers. enter_error_state() -> mlx5_cmd_flush() takes every
 # slot's semaphore with down_trylock() in a loop that forced completions
 # cannot end: the leaked slot's entry is no longer pending, so
-# mlx5_cmd_comp_handler(forced) releases nothing (cmd.c:1690-1699). The
-# kworker spins (cond_resched, no lockup report) and the recovery never starts.
+# mlx5_cmd_comp_handler(forced) releases nothing (6.1's cmd.c:1690-1699,
+# 6.12's 1700-1710). The kworker spins (cond_resched, no lockup report) and
+# the recovery never starts.
 mark=$(dmesg | wc -l)
 check "armed health-fatal with a command slot leaked" hca_fault health-fatal
 fatal_seen() { since "$mark" | grep -q 'Fatal error 5 detected'; }

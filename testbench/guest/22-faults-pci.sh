@@ -37,8 +37,9 @@ aer_step() {
     mark=$(dmesg | wc -l)
     t0=$(now)
     check "pci-aer severity=$severity" hca_fault "pci-aer:severity=$severity"
-    got() { since_mark | grep -qF "AER: $received error message received from $(hca_pci_dev)"; }
-    check "AER: '$received error message received'" retry 30 got
+    # 6.1 says "Uncorrected (...)", 6.12 on "Uncorrectable (...)".
+    got() { since_mark | grep -qE "AER: Uncorrect(ed|able) $received error message received from $(hca_pci_dev)"; }
+    check "AER: 'Uncorrected/Uncorrectable $severity error message received'" retry 30 got
     detected() { since_mark | grep -q 'mlx5_pci_err_detected Device state = .* Exit, result = 3, need reset'; }
     check "mlx5_pci_err_detected: the driver unloads and asks for a reset ('need reset')" retry 60 detected
     reset_ok() { since_mark | grep -q 'mlx5_pci_slot_reset Device state = .* Exit, err = 0, result = 5, recovered'; }
@@ -78,9 +79,9 @@ if [ "$me" = 0 ]; then
     check "error reporting enabled on $dev, SERR# on $dev and $rp" serr_all
     ping -i 0.5 -W 1 "$peerip" > /tmp/ping-aer.txt 2>&1 &
     ppid=$!
-    aer_step nonfatal 'Uncorrected (Non-Fatal)'
+    aer_step nonfatal '\(Non-Fatal\)'
     serr_on  # the driver's recovery restored the registers it saved at probe
-    aer_step fatal 'Uncorrected (Fatal)'
+    aer_step fatal '\(Fatal\)'
     kill $ppid 2> /dev/null
 fi
 barrier aer-done 600
