@@ -255,3 +255,15 @@ TEST_CASE("UC: SEND and WRITE without acknowledgements", "[rc][uc]") {
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndLocalQpOp);
 }
+
+TEST_CASE("a doorbell naming a WQE its doorbell record does not cover yet is a guest error", "[rc][uar]") {
+    Pair p;
+    const uint64_t before = p.w.a.dev.counters.guest_errors;
+    p.a.d.ring_sq(p.qa, p.qa.sq_pi, 1, hca::kWqeNop);  // record 0, doorbell names WQE 0: rung too early
+    CHECK(p.w.a.dev.counters.guest_errors == before + 1);
+    // Posted properly, the doorbell is behind the record: no error.
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {1}});
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
+    p.w.pump();
+    CHECK(p.w.a.dev.counters.guest_errors == before + 1);
+}
