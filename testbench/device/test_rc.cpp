@@ -4,12 +4,14 @@
 // the responder's affiliated asynchronous errors, UC.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "pair.h"
 
 using namespace hcatest;
+namespace ifc = hca::ifc;
 
 
 TEST_CASE("RC SEND of several MTUs: in-order delivery, both completions", "[rc]") {
@@ -254,6 +256,40 @@ TEST_CASE("UC: SEND and WRITE without acknowledgements", "[rc][uc]") {
     auto e = p.a.d.next_cqe(p.a.scq);
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndLocalQpOp);
+}
+
+TEST_CASE("128-byte CQEs, plain (cqe_sz 1) and padded (cqe_sz 2, cqe_128_always)", "[rc][cq]") {
+    const unsigned sz = GENERATE(1u, 2u);
+    INFO("cqe_sz " << sz);
+    Pair p;
+    CmdResult r;
+    CqHandle cq = p.a.d.create_cq(4, p.a.ceq.eqn, p.a.uar, &r, sz);
+    REQUIRE(r.status == 0);
+    for (uint64_t page : cq.pages) {
+        for (unsigned e = 0; e < 4096 / 128; ++e) {
+            std::memset(p.w.a.host.mem(page + e * 128, 64), 0xee, 64);  // the first halves
+        }
+    }
+    QpHandle qa = p.a.d.create_qp(hca::kQpRc, p.a.pd, cq.cqn, cq.cqn, p.a.uar, 6, 6, &r);
+    REQUIRE(r.status == 0);
+    QpHandle qb = p.b.d.create_qp(hca::kQpRc, p.b.pd, p.b.scq.cqn, p.b.rcq.cqn, p.b.uar, 6, 6, &r);
+    REQUIRE(r.status == 0);
+    p.a.d.connect_qp(qa, qb.qpn, 2);
+    p.b.d.connect_qp(qb, qa.qpn, 1);
+    p.b.d.post_recv(qb, p.b.mr.key, p.b.mr.iova, 64);
+    p.a.d.post_send(qa, {.opcode = hca::kWqeSend, .inline_data = {1, 2, 3}});
+    p.w.pump();
+    auto c = p.a.d.next_cqe(cq);  // read from the second half
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    const uint8_t *first = p.w.a.host.mem(cq.pages[0], 64);
+    CHECK(std::all_of(first, first + 64, [&](uint8_t b) { return b == (sz == 2 ? 0 : 0xee); }));
+    auto q = Driver::inbox(hca::kOpQueryCq, 0, 16);
+    ifc::set(q.data(), ifc::query_cq_in::cqn, cq.cqn);
+    CHECK(p.a.d.exec(q, ifc::query_cq_out::size_bytes).get(ifc::in(ifc::query_cq_out::cq_context, ifc::cqc::cqe_sz)) ==
+          sz);
+    p.a.d.create_cq(4, p.a.ceq.eqn, p.a.uar, &r, 3);
+    CHECK(r.status == 0x03);
 }
 
 TEST_CASE("a doorbell naming a WQE its doorbell record does not cover yet is a guest error", "[rc][uar]") {

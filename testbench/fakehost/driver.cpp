@@ -326,25 +326,27 @@ MrHandle Driver::create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8
     return mr;
 }
 
-CqHandle Driver::create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res) {
+CqHandle Driver::create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res, unsigned cqe_sz) {
     CqHandle cq;
     cq.nent = 1u << log_size;
     cq.uar = uar;
-    const size_t bytes = size_t{cq.nent} * 64;
+    cq.stride = cqe_sz ? 128 : 64;
+    const size_t bytes = size_t{cq.nent} * cq.stride;
     const size_t npages = (bytes + 4095) / 4096;
     auto in = inbox(hca::kOpCreateCq, 0, ifc::create_cq_in::size_bytes + npages * 8);
     const auto ctx = ifc::create_cq_in::cq_context;
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::log_cq_size), log_size);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::uar_page), uar);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), eqn);
+    ifc::set(in.data(), ifc::in(ctx, ifc::cqc::cqe_sz), cqe_sz);
     cq.dbr = b_.host.alloc(64, 64);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::dbr_addr), cq.dbr);
     for (size_t i = 0; i < npages; ++i) {
         cq.pages.push_back(b_.host.alloc(4096));
         b_.host.alloc(4096);
         hca::store_be64(in.data() + ifc::create_cq_in::size_bytes + i * 8, cq.pages.back());
-        for (unsigned e = 0; e < 64; ++e) {
-            b_.host.mem(cq.pages.back() + e * 64 + 63, 1)[0] = 0xf0;  // invalid opcode, owner 0
+        for (unsigned e = 0; e < 4096 / cq.stride; ++e) {
+            b_.host.mem(cq.pages.back() + e * cq.stride + cq.stride - 1, 1)[0] = 0xf0;  // invalid opcode, owner 0
         }
     }
     auto r = exec(in, 16);
@@ -436,7 +438,8 @@ void Driver::ud_to_rts(const QpHandle &qp, uint32_t qkey) {
 
 std::optional<Cqe> Driver::next_cqe(CqHandle &cq) {
     const uint32_t idx = cq.ci & (cq.nent - 1);
-    const uint64_t addr = cq.pages[idx * 64 / 4096] + (idx * 64) % 4096;
+    const uint64_t off = uint64_t{idx} * cq.stride + cq.stride - 64;
+    const uint64_t addr = cq.pages[off / 4096] + off % 4096;
     Cqe e;
     b_.host.read(addr, e.data(), 64);
     const unsigned log = static_cast<unsigned>(__builtin_ctz(cq.nent));

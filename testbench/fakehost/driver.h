@@ -45,6 +45,7 @@ struct CqHandle {
     uint64_t dbr = 0;
     uint32_t uar = 0;
     uint32_t ci = 0;
+    uint32_t stride = 64;  // 128 with cqe_sz 1 or 2 (the CQE in the second half)
 };
 
 struct QpHandle {
@@ -113,7 +114,8 @@ class Driver {
     uint32_t create_pa_mkey(uint32_t pd, uint8_t variant = 0x11, bool remote = false);
     // An MTT key for a fresh buffer of len bytes starting at iova (4 KiB pages).
     MrHandle create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8_t access = 0x3, CmdResult *res = nullptr);
-    CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr);
+    // cqe_sz: 0 64-byte CQEs, 1 128-byte, 2 128-byte padded.
+    CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr, unsigned cqe_sz = 0);
     // qpc fields beyond the defaults: set qp_fill before create_qp (used once).
     std::function<void(std::vector<uint8_t> &)> qp_fill;
     QpHandle create_qp(uint8_t st, uint32_t pd, uint32_t cqn_snd, uint32_t cqn_rcv, uint32_t uar, unsigned log_sq,

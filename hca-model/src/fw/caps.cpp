@@ -71,6 +71,7 @@ const CapEntry kGeneralCaps[] = {
     GEN(block_lb_mc, 1, 1, false),    // IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK (qpc.block_lb_mc)
     GEN(cq_resize, 1, 1, false),      // MODIFY_CQ op_mod 1 (ibv_resize_cq)
     GEN(cq_moderation, 1, 1, false),  // MODIFY_CQ period/count (ib_modify_cq)
+    GEN(cqe_128_always, 1, 1, false), // cqe_sz 2: 128-byte CQEs written whole (mlx5dv CQE 128B padding)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
     // Q counters (objects/counters.h): mlx5_ib's hw_counters per port and
     // per bound rdma counter, moving a bound RTS QP with RTS2RTS.

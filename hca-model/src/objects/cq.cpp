@@ -38,8 +38,8 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", cq.log_size, max_log);
         return;
     }
-    if (cqe_sz > 1) {
-        c.fail(Status::BAD_PARAM, "cqe_sz {} is not 64 (0) or 128 (1) bytes", cqe_sz);
+    if (cqe_sz > 2) {
+        c.fail(Status::BAD_PARAM, "cqe_sz {} is not 64 (0), 128 (1) or 128 padded (2) bytes", cqe_sz);
         return;
     }
     if (c.get(ifc::in(ctx, cqc::cqe_comp_en)) || c.get(ifc::in(ctx, cqc::cc)) || c.get(ifc::in(ctx, cqc::apu_cq))) {
@@ -47,6 +47,7 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         return;
     }
     cq.stride = cqe_sz ? 128 : 64;
+    cq.pad128 = cqe_sz == 2;  // cqe_128_always (mlx5dv's CQE 128B padding)
     if (!dev_.uars.allocated(cq.uar)) {
         c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", cq.uar);
         return;
@@ -116,7 +117,7 @@ void CqTable::cmd_query_cq(CmdCtx &c) {
     dev_.dma_read(cq->dbr, ci, 4);
     const ifc::Block ctx = ifc::query_cq_out::cq_context;
     c.set(ifc::in(ctx, cqc::status), cq->status);
-    c.set(ifc::in(ctx, cqc::cqe_sz), cq->stride == 128);
+    c.set(ifc::in(ctx, cqc::cqe_sz), cq->pad128 ? 2 : cq->stride == 128);
     c.set(ifc::in(ctx, cqc::oi), cq->oi);
     c.set(ifc::in(ctx, cqc::st), cq->arm == Cq::Arm::None ? 0xa : 0x9);
     c.set(ifc::in(ctx, cqc::page_offset), cq->page_offset);
@@ -384,8 +385,11 @@ bool CqTable::write_cqe(Cq &cq, Cqe64 &cqe) {
     const uint64_t off = uint64_t{cq.pi & (cq.nent() - 1)} * cq.stride + (cq.stride - 64);
     const uint64_t addr = cq.buf.addr(off);
     const auto *raw = reinterpret_cast<const uint8_t *>(&cqe);
-    // Body first, op_own last: the driver polls on the owner bit.
-    if (!dev_.dma_write(addr, raw, 63) || !dev_.dma_write(addr + 63, raw + 63, 1)) {
+    static constexpr uint8_t kPad[64] = {};
+    // Padding first (a padded CQE is always the whole 128 bytes), body
+    // next, op_own last: the driver polls on the owner bit.
+    if ((cq.pad128 && !dev_.dma_write(cq.buf.addr(off - 64), kPad, 64)) || !dev_.dma_write(addr, raw, 63) ||
+        !dev_.dma_write(addr + 63, raw + 63, 1)) {
         cq.status = kStatusWriteFail;
         dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cq.cqn, addr);
         dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cq.cqn, kCqErrAccess));

@@ -25,6 +25,7 @@ struct Cq {
     uint32_t uar = 0;
     uint32_t eqn = 0;
     uint32_t stride = 64;  // 64- or 128-byte CQEs (the 64-byte CQE sits in the second half)
+    bool pad128 = false;   // cqe_sz 2: every CQE written as a whole 128 bytes, zeros first
     uint8_t log_page_size = 0;
     uint32_t page_offset = 0;
     PageList buf;
