@@ -50,7 +50,14 @@ def debian_source(version, line):
     dl = dest / "deb"
     dl.mkdir(parents=True, exist_ok=True)
     say(f"downloading {src} {version} (Debian {line}'s source of the guest kernel)")
-    r = run(["apt-get", *kernels._apt_options(line), "download", f"{src}={version}"], cwd=dl, check=False)
+    download = ["apt-get", *kernels._apt_options(line), "download", f"{src}={version}"]
+    r = run(download, cwd=dl, check=False)
+    if r.returncode != 0:
+        # This release's package lists may not be here yet (a fresh cache):
+        # fetch them once and try again.
+        say(f"updating the package lists of {line}")
+        run(["apt-get", *kernels._apt_options(line), "update", "-q"], check=False)
+        r = run(download, cwd=dl, check=False)
     debs = list(dl.glob(f"{src}_*.deb"))
     if r.returncode != 0 or not debs:
         die(f"apt-get download {src}={version} from {line} failed (is the guest image older than the archive? "

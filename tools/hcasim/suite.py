@@ -46,6 +46,8 @@ SUITES = {
     "reload": ("driver reload and port recovery stress; unload, FLR and reboot under traffic",
                ["02-core-probe", "04-ib-opensm", "07-ipoib", "13-teardown"]),
     "kverbs": ("guest-driver/kverbs: kernel ib_post_send/ib_post_recv exerciser", ["12-kverbs"]),
+    "counters": ("Q counters through mlx5_ib (hw_counters, rdma statistic): error completions, RNR, a QP bound "
+                 "to its own counter, loss on the fabric", ["27-counters"]),
     "hostile": ("a guest spraying doorbells, BlueFlame writes, BAR0 reads and random WQEs next to two honest "
                 "guests; PCI reset and the driver's recovery", ["16-hostile"]),
     "faults": ("injected faults and the unmodified driver's reaction: command status, delivery, delay; error "
