@@ -7,7 +7,7 @@
 # every kind (exactly), RNR NAKs and RNR retries exceeded, and a QP bound
 # to a counter of its own (an RTS2RTS with COUNTER_SET_ID). Then loss on
 # the fabric between the two nodes: a data-checked RC pingpong with 3 % of
-# the packets dropped, and the out-of-sequence requests, sequence NAKs
+# the requests dropped, and the out-of-sequence requests, sequence NAKs
 # and ACK timeouts it caused on either side.
 me=$HCASIM_NODE
 check "modprobe mlx5_ib ib_uverbs" modprobe -a mlx5_ib ib_umad ib_uverbs
@@ -53,7 +53,9 @@ snap() {
     done
 }
 snap > /tmp/before.txt
-[ "$me" = 0 ] && check "fabric: drop 3 % of all packets" fabric_ctl drop all 3
+# Requests only: ibv_rc_pingpong has no closing handshake, so a lost final
+# ACK would leave one side retrying to a peer that has exited (TESTING.md).
+[ "$me" = 0 ] && check "fabric: drop 3 % of the requests" fabric_ctl drop all 3 requests
 barrier drop-armed 60
 iters=$(reps 200 80)
 client_server lossy 300 ibv_rc_pingpong -d mlx5_0 -n "$iters" -s 16384 -c
@@ -64,7 +66,7 @@ barrier counted 60
 if [ "$me" = 0 ]; then
     check "fabric: no more loss" fabric_ctl drop all 0
     tail -2 /tmp/lossy.txt | sed 's/^/# /'
-    check "RC pingpong over 3 % loss, data checked: exit $rc" test "$rc" = 0
+    check "RC pingpong over 3 % request loss, data checked: exit $rc" test "$rc" = 0
     check "the pingpong did its $iters iterations" grep -q "^$iters iters" /tmp/lossy.txt
     sum() { echo $(($(shared 0 moved | tr ' ' '\n' | sed -n "s/^$1=//p") + $(shared 1 moved | tr ' ' '\n' | sed -n "s/^$1=//p"))); }
     echo "# node 0 moved: $(shared 0 moved)"
@@ -73,10 +75,7 @@ if [ "$me" = 0 ]; then
     check "the requesters recovered by sequence NAKs or ACK timeouts ($(sum packet_seq_err) + $(sum local_ack_timeout_err))" \
         test $(($(sum packet_seq_err) + $(sum local_ack_timeout_err))) -gt 0
     check "no more sequence NAKs taken than gaps seen" test "$(sum packet_seq_err)" -le "$(sum out_of_sequence)"
-    # Node 0 only: the server's last pong can lose its ACK after the client
-    # has gone (its QP destroyed), and then runs out of retries, on any HCA.
-    mine() { shared 0 moved | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-    check "no error completion on the client (req_cqe_error $(mine req_cqe_error))" test "$(mine req_cqe_error)" = 0
+    check "no error completion on either side (req_cqe_error $(sum req_cqe_error))" test "$(sum req_cqe_error)" = 0
 fi
 check_dmesg_clean "clean dmesg"
 barrier done 60
