@@ -107,8 +107,8 @@ check "no command timed out for good" sh -c "! dmesg | tail -n +$((mark + 1)) | 
 
 check "no kernel oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
 
-# 5. A driver finding (6.1.192; 6.12.118 the same, seen 2026-12-04; 7.2.13's
-# code reads the same): with the slot that step 3 leaked, a fatal error
+# 5. A driver finding (6.1.192; 6.12.118 and 7.2.13 the same, seen
+# 2026-12-04): with the slot that step 3 leaked, a fatal error
 # never recovers. enter_error_state() -> mlx5_cmd_flush() takes every
 # slot's semaphore with down_trylock() in a loop that forced completions
 # cannot end: the leaked slot's entry is no longer pending, so
