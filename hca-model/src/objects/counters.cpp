@@ -70,6 +70,7 @@ bool syndrome_counter(uint8_t syndrome, bool requester, QCounter &out) {
 
 void QCounterTable::reset() {
     sets_.reset();
+    live_.reset();
     counts_ = {};
 }
 
@@ -92,6 +93,7 @@ void QCounterTable::cmd_alloc(CmdCtx &c) {
         return;
     }
     counts_[*set] = {};
+    live_.set(*set);
     c.set(ifc::alloc_q_counter_out::counter_set_id, *set);
     dev_.trace(kTrObj, "alloc_q_counter set={} uid={}", *set, c.get(ifc::alloc_q_counter_in::uid));
 }
@@ -102,6 +104,7 @@ void QCounterTable::cmd_dealloc(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "Q counter set {} is not allocated", set);
         return;
     }
+    live_.reset(set);
     dev_.trace(kTrObj, "dealloc_q_counter set={}", set);
 }
 
@@ -114,7 +117,7 @@ void QCounterTable::cmd_query(CmdCtx &c) {
                c.get(In::vport_number));
         return;
     }
-    if (!sets_.used(set)) {
+    if (!exists(set)) {
         c.fail(Status::BAD_PARAM, "Q counter set {} is not allocated", set);
         return;
     }

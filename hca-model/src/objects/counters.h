@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <string>
 
@@ -58,11 +59,12 @@ class QCounterTable {
 
     explicit QCounterTable(Device &dev) : dev_(dev) {}
     void reset();
-    bool exists(uint32_t set) const { return sets_.used(set); }
+    bool exists(uint32_t set) const { return set <= kMaxSets && live_[set]; }
     size_t count() const { return sets_.count(); }
-    // Adds n to one count of a set; nothing for set 0 or a freed set.
+    // Adds n to one count of a set; nothing for set 0 or a freed set. On
+    // the data path: a bit test, not the allocator's tree.
     void add(uint32_t set, QCounter what, uint32_t n = 1) {
-        if (set != 0 && set <= kMaxSets && sets_.used(set)) {
+        if (exists(set)) {
             uint32_t &v = counts_[set][static_cast<size_t>(what)];
             v += n;
         }
@@ -83,6 +85,7 @@ class QCounterTable {
 
     Device &dev_;
     IdAllocator sets_{1, kMaxSets + 1};
+    std::bitset<kMaxSets + 1> live_;  // the allocated sets (bit 0 never set)
     std::array<Counts, kMaxSets + 1> counts_{};
 };
 
