@@ -37,6 +37,8 @@ class CHost final : public hca::Host {
         }
     }
     void port_tx_drop() override { writer.drop_packets(); }
+    bool logs_guest_errors() const override { return ops_.guest_error != nullptr; }
+    void guest_error(const std::string &msg) override { ops_.guest_error(opaque_, msg.c_str()); }
 
     // Port 1's stream to the fabric (iba/link.h).
     bool connected = false;

@@ -133,10 +133,19 @@ class Device {
     template <typename... Args>
     void guest_error(fmt::format_string<Args...> f, Args &&...args) {
         ++counters.guest_errors;
-        if (!tracer_.on(kTrGuestErr) || !guest_error_budget()) [[likely]] {
+        const bool traced = tracer_.on(kTrGuestErr);
+        if ((!traced && !host_.logs_guest_errors()) || !guest_error_budget()) [[likely]] {
             return;
         }
-        tracer_.emit(kTrGuestErr, now(), f, std::forward<Args>(args)...);
+        if (!host_.logs_guest_errors()) {
+            tracer_.emit(kTrGuestErr, now(), f, std::forward<Args>(args)...);
+            return;
+        }
+        const std::string msg = fmt::format(f, std::forward<Args>(args)...);
+        if (traced) {
+            tracer_.emit(kTrGuestErr, now(), "{}", msg);
+        }
+        host_.guest_error(msg);
     }
     Tracer &tracer() { return tracer_; }
     const DeviceConfig &config() const { return cfg_; }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace hca {
 
@@ -27,6 +28,10 @@ class Host {
     // Forget every packet queued by port_tx and not yet sent: after a
     // reset or teardown nothing of the old function goes out.
     virtual void port_tx_drop() = 0;
+    // Whether the host logs guest errors itself (Device::guest_error then
+    // formats each one for guest_error(), within its rate budget).
+    virtual bool logs_guest_errors() const { return false; }
+    virtual void guest_error(const std::string &) {}
 };
 
 }  // namespace hca

@@ -34,6 +34,7 @@
 #include <sys/un.h>
 #include "qemu/main-loop.h"
 #include "qemu/cutils.h"
+#include "qemu/log.h"
 #include "qemu/sockets.h"
 #include "qemu/module.h"
 #include "qemu/timer.h"
@@ -43,11 +44,11 @@
 #include "hw/pci/pcie.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
-#include "migration/vmstate.h"
 #include "qom/object.h"
 #include "trace.h"
 
 #include "hca_model.h"
+#include "mlx5_hca_compat.h"
 
 #define TYPE_MLX5_HCA "mlx5-hca"
 OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
@@ -62,8 +63,10 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 /* The cable to the fabric's switch port: a byte pipe. */
 typedef struct Mlx5HcaLink {
     int fd;
-    /* The connection failed; the model learns it from the bottom half,
-     * never from inside its own transmit path. */
+    /*
+     * The connection failed; the model learns it from the bottom half,
+     * never from inside its own transmit path.
+     */
     bool lost;
     QEMUTimer *retry;
 } Mlx5HcaLink;
@@ -86,6 +89,7 @@ struct Mlx5HcaState {
     char *faults;   /* armed at realize, ';'-separated */
 
     Mlx5HcaLink link;
+    Error *migration_blocker;
 };
 
 static void mlx5_hca_link_connect(Mlx5HcaState *s);
@@ -250,7 +254,12 @@ static void mlx5_hca_link_connect(Mlx5HcaState *s)
                   MLX5_HCA_LINK_RETRY_MS);
         return;
     }
-    qemu_socket_set_nonblock(fd);
+    if (!mlx5_hca_set_nonblock(fd, NULL)) {
+        close(fd);
+        timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
+                  MLX5_HCA_LINK_RETRY_MS);
+        return;
+    }
     l->fd = fd;
     trace_mlx5_hca_link_up(s->fabric_path);
     qemu_set_fd_handler(fd, mlx5_hca_link_read, NULL, s);
@@ -277,6 +286,12 @@ static void mlx5_hca_port_tx_ready(void *opaque, unsigned port)
     mlx5_hca_link_flush(opaque);
 }
 
+/* The model also writes these to its own trace (category guest_err). */
+static void mlx5_hca_guest_error(void *opaque, const char *msg)
+{
+    qemu_log_mask(LOG_GUEST_ERROR, "mlx5-hca: %s\n", msg);
+}
+
 static const HcaHostOps mlx5_hca_host_ops = {
     .dma_read = mlx5_hca_dma_read,
     .dma_write = mlx5_hca_dma_write,
@@ -285,6 +300,7 @@ static const HcaHostOps mlx5_hca_host_ops = {
     .timer_mod = mlx5_hca_timer_mod,
     .clock_ns = mlx5_hca_clock_ns,
     .port_tx_ready = mlx5_hca_port_tx_ready,
+    .guest_error = mlx5_hca_guest_error,
 };
 
 static void mlx5_hca_bh(void *opaque)
@@ -392,9 +408,23 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
     pci_set_word(pdev->config + PCI_SUBSYSTEM_ID, HCA_MODEL_PCI_SUBSYS_ID);
     pci_config_set_interrupt_pin(pdev->config, 1);
 
+    /*
+     * The HCA's state lives in the model (objects, queues, timers, packets
+     * in flight) and at the fabric's end of the link; none of it is
+     * migrated, so migration and savevm are refused while the device is
+     * present.
+     */
+    error_setg(&s->migration_blocker,
+               "mlx5-hca: the HCA model's state (queue pairs, memory keys, "
+               "packets in flight, the fabric link) cannot be migrated; "
+               "unplug the device first");
+    if (mlx5_hca_add_blocker(&s->migration_blocker, errp) < 0) {
+        return;
+    }
     s->model = hca_model_new(&mlx5_hca_host_ops, s, &cfg, err, sizeof(err));
     if (!s->model) {
         error_setg(errp, "mlx5-hca: %s", err);
+        mlx5_hca_del_blocker(&s->migration_blocker);
         return;
     }
     s->bh = qemu_bh_new_guarded(mlx5_hca_bh, s,
@@ -449,6 +479,7 @@ fail:
     qemu_bh_delete(s->bh);
     hca_model_free(s->model);
     s->model = NULL;
+    mlx5_hca_del_blocker(&s->migration_blocker);
 }
 
 static void mlx5_hca_exit(PCIDevice *pdev)
@@ -467,6 +498,7 @@ static void mlx5_hca_exit(PCIDevice *pdev)
     qemu_bh_delete(s->bh);
     hca_model_free(s->model);
     s->model = NULL;
+    mlx5_hca_del_blocker(&s->migration_blocker);
 }
 
 static void mlx5_hca_write_config(PCIDevice *pdev, uint32_t addr,
@@ -571,19 +603,14 @@ static void mlx5_hca_set_fault(Object *obj, const char *value, Error **errp)
     free(reply);
 }
 
-static const VMStateDescription vmstate_mlx5_hca = {
-    .name = TYPE_MLX5_HCA,
-    .unmigratable = 1,
-};
-
-static Property mlx5_hca_properties[] = {
+static MLX5_HCA_PROPERTY mlx5_hca_properties[] = {
     DEFINE_PROP_UINT64("node-guid", Mlx5HcaState, node_guid, 0),
     DEFINE_PROP_STRING("trace", Mlx5HcaState, trace_path),
     DEFINE_PROP_UINT64("trace-max-bytes", Mlx5HcaState, trace_max_bytes, 0),
     DEFINE_PROP_STRING("fabric", Mlx5HcaState, fabric_path),
     /* Test-only: a deliberate device bug the test runner must catch. */
     DEFINE_PROP_STRING("x-test-fault", Mlx5HcaState, test_fault),
-    DEFINE_PROP_END_OF_LIST(),
+    MLX5_HCA_PROP_END
 };
 
 static void mlx5_hca_instance_init(Object *obj)
@@ -602,7 +629,7 @@ static void mlx5_hca_instance_init(Object *obj)
         "or 'clear'; reading lists the armed faults (docs/FAULTS.md)");
 }
 
-static void mlx5_hca_class_init(ObjectClass *klass, void *data)
+static void mlx5_hca_class_init(ObjectClass *klass, Mlx5HcaClassData data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
     PCIDeviceClass *pc = PCI_DEVICE_CLASS(klass);
@@ -616,8 +643,7 @@ static void mlx5_hca_class_init(ObjectClass *klass, void *data)
     pc->subsystem_vendor_id = HCA_MODEL_PCI_VENDOR_ID;
     pc->subsystem_id = HCA_MODEL_PCI_SUBSYS_ID;
     dc->desc = "Mellanox ConnectX-5 InfiniBand HCA (hcasim)";
-    dc->reset = mlx5_hca_reset;
-    dc->vmsd = &vmstate_mlx5_hca;
+    mlx5_hca_set_reset(dc, mlx5_hca_reset);
     device_class_set_props(dc, mlx5_hca_properties);
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
 }

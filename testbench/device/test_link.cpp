@@ -109,3 +109,36 @@ TEST_CASE("link through the C interface: hello, link state in pieces, a broken s
     hca_model_reset(x.m);
     check_hello(x.pending(), 0x0002c90300a0beefULL);
 }
+
+// QEMU logs guest errors (LOG_GUEST_ERROR) through the host's guest_error
+// hook: each one as a line, within the model's budget of 100 a second.
+TEST_CASE("C interface: guest errors reach the host's guest_error hook, at most 100 a second", "[link]") {
+    struct Seen {
+        std::vector<std::string> lines;
+    } seen;
+    static const HcaHostOps ops = {
+        .dma_read = [](void *, uint64_t, void *, size_t) { return false; },
+        .dma_write = [](void *, uint64_t, const void *, size_t) { return false; },
+        .msix_notify = [](void *, unsigned) {},
+        .schedule = [](void *) {},
+        .timer_mod = [](void *, int64_t) {},
+        .clock_ns = [](void *) { return int64_t{0}; },
+        .port_tx_ready = nullptr,
+        .guest_error = [](void *o, const char *msg) { static_cast<Seen *>(o)->lines.emplace_back(msg); },
+    };
+    HcaModelConfig cfg = {};
+    char err[256] = "";
+    HcaModel *m = hca_model_new(&ops, &seen, &cfg, err, sizeof(err));
+    REQUIRE(m);
+    // A command doorbell before the driver chose its interface (cmdq
+    // address not written): ignored, and a guest error each time.
+    const uint8_t ring[4] = {0, 0, 0, 1};
+    for (int i = 0; i < 150; ++i) {
+        hca_model_mmio_write(m, 0x18, ring, sizeof(ring));
+        hca_model_run(m);
+    }
+    REQUIRE(seen.lines.size() == 100);
+    CHECK(seen.lines[0].find("command doorbell") != std::string::npos);
+    CHECK(seen.lines[0].find('\n') == std::string::npos);
+    hca_model_free(m);
+}

@@ -49,6 +49,10 @@ typedef struct HcaHostOps {
      * hca_model_port_tx_peek() shows and reports what it wrote with
      * hca_model_port_tx_done(). NULL: no fabric. */
     void (*port_tx_ready)(void *opaque, unsigned port);
+    /* A guest programming error (a bad doorbell, WQE, command field...):
+     * one line without a newline, at most 100 a second, whether or not
+     * the model's trace records it (QEMU: LOG_GUEST_ERROR). NULL: none. */
+    void (*guest_error)(void *opaque, const char *msg);
 } HcaHostOps;
 
 typedef struct HcaModelConfig {
