@@ -38,7 +38,13 @@ HW = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters"
 
 
 def counters():
-    return {name: int(open(f"{HW}/{name}").read()) for name in os.listdir(HW)}
+    """The port's counts now. ib_core answers reads from a copy that is
+    `lifespan` ms old at most (update_hw_stats()): wait that out first, or a
+    read soon after the last one shows counts from before what just
+    happened (seen on QEMU 10.2, whose guests get here sooner)."""
+    with open(f"{HW}/lifespan") as f:
+        time.sleep((int(f.read()) + 5) / 1000)
+    return {name: int(open(f"{HW}/{name}").read()) for name in os.listdir(HW) if name != "lifespan"}
 
 
 class Delta:
