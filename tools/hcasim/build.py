@@ -37,8 +37,47 @@ def san_tree(targets=()):
                "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g", env=env, targets=targets)
 
 
-def qemu():
-    run(["cmake", "--build", BUILD, "--target", "qemu"])
+# The QEMU lines the device builds against (qemu-device/build-qemu.sh), each
+# from its Debian release's source package.
+QEMU_LINES = {
+    "7.2": "Debian 12 (bookworm)",
+    "10.0": "Debian 13 (trixie)",
+    "10.2": "Debian unstable (sid)",
+}
+DEFAULT_QEMU = "10.2"  # the newest line that builds here (11.1: the archive serves no source)
+
+
+def qemu_line():
+    """The QEMU line VMs run on: --qemu, which sets HCASIM_QEMU_LINE."""
+    line = os.environ.get("HCASIM_QEMU_LINE") or DEFAULT_QEMU
+    if line not in QEMU_LINES:
+        die(f"HCASIM_QEMU_LINE={line}: one of {', '.join(QEMU_LINES)}")
+    return line
+
+
+def qemu_lines(spec):
+    """--qemu LINE[,LINE...] or all: the lines named, in QEMU_LINES order."""
+    lines = list(QEMU_LINES) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
+    bad = [n for n in lines if n not in QEMU_LINES]
+    if bad or not lines:
+        die(f"--qemu {spec}: one or more of {', '.join(QEMU_LINES)}, or all")
+    return [n for n in QEMU_LINES if n in lines]
+
+
+def qemu_dir(line=None):
+    return BUILD / "qemu" / (line or qemu_line())
+
+
+def qemu(line=None, qtest=False):
+    """QEMU of the line (default: the one VMs run on) with the device. With
+    qtest, also the device's qtest built in QEMU's tree and run against it:
+    the CompletedProcess (its TAP output is qemu_dir(line)/qtest.tap)."""
+    line = line or qemu_line()
+    run(["cmake", "--build", BUILD, "--target", "hcasim-model"])
+    cmd = [ROOT / "qemu-device" / "build-qemu.sh", BUILD / "hca-model" / "libhcasim-model.a", qemu_dir(line), line]
+    if qtest:
+        return run(cmd, check=False, env=dict(os.environ, HCASIM_QTEST="1"))
+    return run(cmd)
 
 
 # The guest images (images/build-image.sh): name -> (Debian release, what it holds).
@@ -212,15 +251,16 @@ def guest_tools():
         run(["cc", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o", out, src, "-libverbs", "-lmlx5"], quiet=True)
 
 
-def everything(sanitizers=False, images=(DEFAULT_IMAGE,)):
-    """Dependencies, the main tree, QEMU and the guest images (each step is
-    a no-op when its inputs did not change). kverbs.ko is built for the
-    default image's kernel."""
+def everything(sanitizers=False, images=(DEFAULT_IMAGE,), qemus=()):
+    """Dependencies, the main tree, QEMU (the lines given, default the one
+    VMs run on) and the guest images (each step is a no-op when its inputs
+    did not change). kverbs.ko is built for the default image's kernel."""
     deps.ensure()
     say("building hcasim (model, fabric, tests)")
     main_tree()
-    say("building QEMU with the mlx5-hca device")
-    qemu()
+    for line in qemus or [qemu_line()]:
+        say(f"building QEMU {line} ({QEMU_LINES[line]}'s source) with the mlx5-hca device")
+        qemu(line)
     for name in dict.fromkeys((DEFAULT_IMAGE, *images)):
         say(f"building the guest image {name} ({IMAGES[name][1]})")
         image(name)
@@ -236,7 +276,7 @@ def artifacts(name=DEFAULT_IMAGE):
     not built."""
     img = image_dir(name)
     a = {
-        "qemu": BUILD / "qemu" / "qemu-system-x86_64",
+        "qemu": qemu_dir() / "qemu-system-x86_64",
         "fabric": BUILD / "fabric" / "hcasim-fabric",
         "kernel": img / "vmlinuz",
         "initrd": img / "initrd.img",
@@ -246,5 +286,7 @@ def artifacts(name=DEFAULT_IMAGE):
     for what, path in a.items():
         if not path.exists():
             hint = "run ./hcasim setup" if name == DEFAULT_IMAGE else f"./hcasim build --image {name}"
+            if what == "qemu":
+                hint = f"./hcasim build --qemu {qemu_line()}"
             die(f"{what} is not built ({path}); {hint}")
     return a

@@ -1,5 +1,6 @@
 """./hcasim: set up, build, boot VMs with the virtual HCA, run scripts and tests."""
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,19 @@ def add_vm_options(p, default_timeout=600):
                    help="arm a fault in every node's HCA from power-on, e.g. "
                         "cmd-status:opcode=QUERY_HCA_CAP,status=BAD_PARAM (repeatable; ./hcasim fault --list)")
     add_image_option(p)
+    add_qemu_option(p)
     add_driver_options(p)
+
+
+def add_qemu_option(p, matrix=False):
+    what = ", ".join(f"{n} ({d})" for n, d in build.QEMU_LINES.items())
+    if matrix:
+        p.add_argument("--qemu", metavar="LINE,...|all",
+                       help=f"the QEMU line(s) the device is built into: {what}; default {build.DEFAULT_QEMU}. "
+                            "Several (or all) make a matrix")
+    else:
+        p.add_argument("--qemu", choices=list(build.QEMU_LINES),
+                       help=f"the QEMU line the device is built into: {what}; default {build.DEFAULT_QEMU}")
 
 
 def add_image_option(p, matrix=False):
@@ -89,7 +102,8 @@ def cmd_setup(a):
 
 
 def cmd_build(a):
-    build.everything(sanitizers=a.sanitizers, images=build.image_names(a.image or build.DEFAULT_IMAGE))
+    build.everything(sanitizers=a.sanitizers, images=build.image_names(a.image or build.DEFAULT_IMAGE),
+                     qemus=build.qemu_lines(a.qemu) if a.qemu else ())
     return 0
 
 
@@ -121,6 +135,18 @@ def cmd_boot(a):
     return 0
 
 
+def cmd_qtest(a):
+    build.main_tree()
+    outcomes = []
+    for line in build.qemu_lines(a.qemu) if a.qemu else [build.qemu_line()]:
+        outcomes += testing.qtest(line)
+    for o in outcomes:
+        print(f"{'ok  ' if o.passed else 'FAIL'} [{o.suite}] {o.name}")
+    failed = sum(not o.passed for o in outcomes)
+    print(f"{len(outcomes) - failed} passed, {failed} failed")
+    return 0 if outcomes and not failed else 1
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="hcasim", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -131,6 +157,7 @@ def main(argv=None):
     s = sub.add_parser("build", help="build the model, QEMU, the fabric and the guest image")
     s.add_argument("--sanitizers", action="store_true", help="also the ASan/UBSan + fuzz tree")
     add_image_option(s, matrix=True)
+    add_qemu_option(s, matrix=True)
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("boot", help="boot VMs; interactive console on node 0")
@@ -154,6 +181,7 @@ def main(argv=None):
     s.add_argument("--image", choices=list(build.IMAGES),
                    help="run the guest tests on this image only (default: all of them on "
                         f"{build.DEFAULT_IMAGE}, the image smoke test on every image)")
+    add_qemu_option(s)
     s.set_defaults(func=testing.main)
 
     s = sub.add_parser("suite", help="driver regression suites in VMs; summary table, JUnit XML, "
@@ -164,6 +192,7 @@ def main(argv=None):
                         f"({', '.join(kernels.LINES)}), booted with its own modules; a table test x kernel")
     s.add_argument("--list", action="store_true", help="list the suites and the guest tests they run")
     add_image_option(s, matrix=True)
+    add_qemu_option(s, matrix=True)
     s.add_argument("--jobs", type=int, default=1,
                    help="guest tests run at once (default 1; each two-VM test wants about 2 cores)")
     s.add_argument("--junit", help="JUnit XML output (default build/suite-results.xml)")
@@ -173,6 +202,11 @@ def main(argv=None):
                    help="every guest test also checks that the kernel log has a line matching REGEX "
                         "(e.g. the pr_info of a patched driver)")
     s.set_defaults(func=suite.main)
+
+    s = sub.add_parser("qtest", help="build the device's qtest (qemu-device/qtest) in QEMU's own tree and run it; "
+                       "'N passed, N failed'")
+    add_qemu_option(s, matrix=True)
+    s.set_defaults(func=cmd_qtest)
 
     s = sub.add_parser("driver", help="build mlx5_core/mlx5_ib/ib_ipoib from source for the guest kernel")
     s.add_argument("action", choices=["build", "show"], help="build: build the modules; show: what is built")
@@ -189,6 +223,9 @@ def main(argv=None):
     kernels.register(sub)
 
     a = p.parse_args(argv)
+    # One QEMU line for the whole command (a suite matrix sets it per column).
+    if getattr(a, "qemu", None) and len(build.qemu_lines(a.qemu)) == 1:
+        os.environ["HCASIM_QEMU_LINE"] = build.qemu_lines(a.qemu)[0]
     try:
         return a.func(a)
     except KeyboardInterrupt:

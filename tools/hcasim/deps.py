@@ -12,9 +12,11 @@ PACKAGES = [
     "clang", "libclang-rt-14-dev", "ccache",
     # libraries of hcasim
     "catch2", "libboost-dev", "libibverbs-dev", "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "zlib1g-dev", "libdeflate-dev",
-    # Debian's QEMU 7.2 source build (x86_64-softmmu, virtfs) and its firmware
+    # Debian's QEMU source builds (x86_64-softmmu, virtfs; 10.x configures in
+    # a venv, and the archive is asked with curl which sources it serves) and
+    # the firmware
     "dpkg-dev", "libglib2.0-dev", "libpixman-1-dev", "libfdt-dev", "libcap-ng-dev", "libattr1-dev",
-    "seabios", "qemu-system-data",
+    "python3-venv", "curl", "seabios", "qemu-system-data",
     # test checks on the host: decoding the fabric capture; rendering the
     # trace report (./hcasim trace export --html) headless
     "tshark", "chromium",

@@ -22,6 +22,7 @@ final "N passed, N failed" line. testbench/guest/baseline.txt records how
 many checks of each test pass; fewer fails the suite even if nothing said
 "not ok" (a test that silently stopped checking things).
 """
+import os
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -155,14 +156,16 @@ def pinned(name):
     return testing.guest_header(script_of(name))[0].kernel_line != ""
 
 
-def columns_of(images, lines):
-    """The matrix's columns: (label, image, kernel line or None)."""
+def columns_of(images, lines, qemus=()):
+    """The matrix's columns: (label, image, kernel line or None, QEMU line
+    or None)."""
     cols = []
-    for img in images:
-        for line in lines or [None]:
-            parts = ([img] if len(images) > 1 or img != build.DEFAULT_IMAGE or not lines else []) + \
-                    ([line] if line else [])
-            cols.append(("/".join(parts), img, line))
+    for q in qemus or [None]:
+        for img in images:
+            for line in lines or [None]:
+                parts = ([img] if len(images) > 1 or img != build.DEFAULT_IMAGE or not (lines or qemus) else []) + \
+                        ([line] if line else []) + ([f"qemu-{q}"] if q else [])
+                cols.append(("/".join(parts), img, line, q))
     return cols
 
 
@@ -177,7 +180,9 @@ def matrix(a, suites, cols):
     base = testing.load_baseline()
     cells, failed, roots = {}, [], []
     t0 = time.monotonic()
-    for label, img, line in cols:
+    for label, img, line, q in cols:
+        if q:
+            os.environ["HCASIM_QEMU_LINE"] = q
         extra = {"image": img, "expect_dmesg": a.expect_dmesg or ""}
         if line:
             k, m = kernels.fetch(line)
@@ -191,7 +196,7 @@ def matrix(a, suites, cols):
             p = sum(o.passed for o in outcomes)
             cells[t, label] = (p, len(outcomes) - p, secs)
             failed += [(label, t, o) for o in outcomes if not o.passed]
-        props = {"image": img, **({"kernel": line} if line else {})}
+        props = {"image": img, "qemu": build.qemu_line(), **({"kernel": line} if line else {})}
         roots.append(junit(suites, results, props))
     labels = [c[0] for c in cols]
     print(f"\n{'test':20}" + "".join(f" {label:>20}" for label in labels) + "   (passed/failed, seconds)")
@@ -224,11 +229,12 @@ def main(a):
     if a.kernels and (a.kernel or a.modules or a.test_fault):
         die("--kernels runs Debian's kernel packages: not with --kernel, --modules or --test-fault")
     images = build.image_names(a.image) if a.image else [build.DEFAULT_IMAGE]
+    qemus = build.qemu_lines(a.qemu) if a.qemu else []
     if not a.no_build:
-        build.everything(images=images)
+        build.everything(images=images, qemus=qemus)
     lines = [line.strip() for line in (a.kernels or "").split(",") if line.strip()]
-    if lines or len(images) > 1:
-        return matrix(a, suites, columns_of(images, lines))
+    if lines or len(images) > 1 or len(qemus) > 1:
+        return matrix(a, suites, columns_of(images, lines, qemus if len(qemus) > 1 else ()))
     image = images[0]
     extra = {"image": image}
     if a.modules or a.kernel or a.test_fault or a.expect_dmesg:
@@ -279,7 +285,7 @@ def main(a):
             print(f"  note: the device ran with the deliberate test fault '{a.test_fault}' "
                   f"(requester CQEs carry a wrong opcode); the failures above are expected to point at it")
     xml = Path(a.junit) if a.junit else BUILD / "suite-results.xml"
-    write_junit(xml, [junit(suites, results, {"image": image})])
+    write_junit(xml, [junit(suites, results, {"image": image, "qemu": build.qemu_line()})])
     print(f"\nJUnit XML: {xml}; wall time {time.monotonic() - t0:.0f}s")
     print(f"{total_pass} passed, {total_fail} failed")
     return 0 if total_fail == 0 and total_pass else 1

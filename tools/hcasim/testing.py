@@ -5,6 +5,7 @@
 3. guest tests: testbench/guest/*.sh booted with `run`, each printing TAP
    lines ("ok N - ..." / "not ok N - ...") that are counted here.
 """
+import os
 import re
 import shlex
 import time
@@ -43,6 +44,23 @@ def ctest(tree, label):
         # A skipped test is not counted as a pass.
         outcomes.append(Outcome(label, tc.get("name"), not failed and not skipped,
                                 "skipped" if skipped else ""))
+    return outcomes
+
+
+def qtest(line):
+    """The device's qtest (qemu-device/qtest/mlx5-hca-test.c), built in the
+    QEMU line's own tree and run against its emulator: one outcome per test
+    case of its TAP output."""
+    suite = f"qtest-{line}"
+    r = build.qemu(line, qtest=True)
+    tap = build.qemu_dir(line) / "qtest.tap"
+    outcomes = []
+    for l in (tap.read_text(errors="replace").splitlines() if tap.exists() else []):
+        m = re.match(r"(not )?ok \d+ (\S+)", l)
+        if m:
+            outcomes.append(Outcome(suite, m.group(2), m.group(1) is None and "# SKIP" not in l, str(tap)))
+    if r.returncode != 0 and all(o.passed for o in outcomes):
+        outcomes.append(Outcome(suite, "mlx5-hca-test", False, f"exit {r.returncode}; {tap}"))
     return outcomes
 
 
@@ -126,8 +144,10 @@ IMAGE_SMOKE = "26-image-smoke"
 
 def label_of(script, image):
     """A guest test's name in results and timings: its stem, with @IMAGE
-    off the default image."""
-    return script.stem if image == build.DEFAULT_IMAGE else f"{script.stem}@{image}"
+    off the default image and @qemu-LINE off the default QEMU line."""
+    label = script.stem if image == build.DEFAULT_IMAGE else f"{script.stem}@{image}"
+    line = build.qemu_line()
+    return label if line == build.DEFAULT_QEMU else f"{label}@qemu-{line}"
 
 
 def suite_only(script):
@@ -313,13 +333,20 @@ def main(args):
     # Without --image: every test on the default image, the image smoke
     # test on the others as well.
     others = [] if args.image else [i for i in build.IMAGES if i != image]
-    build.everything(sanitizers=not guest_only, images=[image, *others])
+    # Without --qemu: the qtest and the image smoke test on the other QEMU
+    # lines as well.
+    line = build.qemu_line()
+    other_lines = [] if args.qemu else [q for q in build.QEMU_LINES if q != line]
+    build.everything(sanitizers=not guest_only, images=[image, *others], qemus=[line, *other_lines])
     outcomes = []
     if not guest_only:
         say("unit and device-level tests")
         outcomes += ctest(BUILD, "unit/device")
         say("unit, device-level and fuzz tests under ASan/UBSan")
         outcomes += ctest(SAN_BUILD, "asan+ubsan")
+        for q in [line, *other_lines]:
+            say(f"the device's qtest in QEMU {q}'s tree")
+            outcomes += qtest(q)
     scripts = sorted(GUEST_DIR.glob("[0-9]*.sh"))
     if args.only:
         scripts = [s for s in scripts if any(o in s.name for o in args.only)]
@@ -343,6 +370,14 @@ def main(args):
             got = guest_test(s, depth="quick", timing=timing, image=i)
             apply_baseline(label_of(s, i), got, base)
             outcomes += got
+        for q in other_lines:
+            os.environ["HCASIM_QEMU_LINE"] = q
+            for s in scripts:
+                if s.stem == IMAGE_SMOKE and applies(s, image):
+                    got = guest_test(s, depth="quick", timing=timing, image=image)
+                    apply_baseline(label_of(s, image), got, base)
+                    outcomes += got
+            os.environ["HCASIM_QEMU_LINE"] = line
         if not args.only or any(o in "fault-self-test" for o in args.only):
             outcomes += fault_self_test()
         print_timing(timing)
