@@ -221,8 +221,13 @@ echo "$version" > "$out/qemu-version"
 step "ready: $out/qemu-system-x86_64 (Debian qemu $version)"
 
 # HCASIM_QTEST=1: also build the device's qtest in QEMU's tree and run it
-# against this emulator; its TAP output goes to OUT_DIR/qtest.tap.
+# against this emulator; its TAP output goes to OUT_DIR/qtest.tap.  The
+# line's scripts/checkpatch.pl reads the device's files as they sit in the
+# tree (OUT_DIR/checkpatch.txt).
 if [ "${HCASIM_QTEST:-0}" = 1 ]; then
+    (cd "$src" && perl scripts/checkpatch.pl --no-tree -f hw/hcasim/mlx5_hca.c hw/hcasim/mlx5_hca_compat.h \
+        hw/hcasim/trace.h tests/qtest/mlx5-hca-test.c) > "$out/checkpatch.txt" 2>&1 || true
+    grep '^total:' "$out/checkpatch.txt" | sed "s/^/[qemu $line] checkpatch: /"
     step "building tests/qtest/mlx5-hca-test"
     ninja -C "$bld" -j "$jobs" tests/qtest/mlx5-hca-test > "$bld/qtest-build.log" 2>&1 ||
         { tail -30 "$bld/qtest-build.log"; die "the qtest did not build (log: $bld/qtest-build.log)"; }

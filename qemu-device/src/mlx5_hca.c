@@ -645,6 +645,17 @@ static void mlx5_hca_class_init(ObjectClass *klass, Mlx5HcaClassData data)
     dc->desc = "Mellanox ConnectX-5 InfiniBand HCA (hcasim)";
     mlx5_hca_set_reset(dc, mlx5_hca_reset);
     device_class_set_props(dc, mlx5_hca_properties);
+    object_class_property_set_description(klass, "node-guid",
+        "Node and port GUID (0: derived from the instance)");
+    object_class_property_set_description(klass, "trace",
+        "File for the model's device trace (./hcasim trace reads it)");
+    object_class_property_set_description(klass, "trace-max-bytes",
+        "Cap of the trace file and its rotation in bytes (0: 256 MiB)");
+    object_class_property_set_description(klass, "fabric",
+        "Unix socket of an hcasim-fabric switch port; without it the "
+        "port's link is up with nothing behind it");
+    object_class_property_set_description(klass, "x-test-fault",
+        "Test-only: a deliberate device bug ('cqe-opcode')");
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
 }
 
