@@ -178,6 +178,20 @@ class BootPanicTest(unittest.TestCase):
             results = [R(node=0, exit_code=None), R(node=1, exit_code=None), R(node=2, exit_code=1)]
             self.assertEqual(testing.boot_panics(d, results), [0])
 
+    def test_a_qemu_dead_before_init_counts(self):
+        from types import SimpleNamespace as R
+        with tempfile.TemporaryDirectory() as t:
+            d = Path(t)
+            self.node(d, 0, "[ 1.28] pci 0000:00:04.0: BAR 1 [mem 0xfe")
+            (d / "node0-qemu-died.txt").write_text("QEMU ended on signal 6: msix.c:228 Assertion\n")
+            self.node(d, 1, "hcasim: node1 ready after 7.1s (mode run)\n")
+            (d / "node1-qemu-died.txt").write_text("QEMU ended on signal 6\n")
+            self.node(d, 2, "[ 1.28] pci 0000:00:04.0")
+            results = [R(node=0, exit_code=None), R(node=1, exit_code=None), R(node=2, exit_code=None)]
+            # Node 1 died after init (the driver may have caused it), node 2
+            # did not die (it was stopped): neither is retried.
+            self.assertEqual(testing.boot_panics(d, results), [0])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -218,8 +218,17 @@ class Cluster:
         deadline = time.monotonic() + timeout
         timed_out = []
         ended = {}
+        died = None
         while any(p.poll() is None for p in self.vms):
             now = time.monotonic()
+            if died is None:
+                died = self._qemu_died()
+                if died is not None:
+                    # The others would only wait at their barriers until
+                    # their budgets run out.
+                    for p in self.vms:
+                        self._kill(p)
+                    break
             for i, p in enumerate(self.vms):
                 if p.poll() is not None:
                     continue
@@ -237,6 +246,24 @@ class Cluster:
                         self._kill(p)
             time.sleep(0.25)
         return timed_out
+
+    def _qemu_died(self):
+        """The first node whose QEMU ended on a signal (an abort: SIGABRT)
+        before its script wrote its exit code; its note
+        (nodeN-qemu-died.txt: the signal and QEMU's last line) is written.
+        None if there is none. The harness's own kills end on SIGTERM/SIGKILL
+        and are not counted."""
+        for i, p in enumerate(self.vms):
+            rc = p.poll()
+            if rc is None or rc >= 0 or -rc in (signal.SIGTERM, signal.SIGKILL):
+                continue
+            if os.path.lexists(self.run_dir / f"node{i}" / "exit-code"):
+                continue
+            log = self.run_dir / f"node{i}" / "qemu.log"
+            last = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            self._note(f"node{i}-qemu-died.txt", f"QEMU ended on signal {-rc}: {''.join(last)}\n")
+            return i
+        return None
 
     def _note(self, name, text):
         """A harness note in the run directory (which the guests own: a new
