@@ -23,8 +23,9 @@ MAX_REPLUGS = 8
 
 # pci-aer: severity -> QEMU's error name (hw/pci/pcie_aer.c; the default
 # Uncorrectable Error Severity register makes MALF_TLP fatal and
-# COMP_TIME non-fatal).
-AER_ERRORS = {"correctable": "-c hca0 BAD_TLP", "nonfatal": "hca0 COMP_TIME", "fatal": "hca0 MALF_TLP"}
+# COMP_TIME non-fatal). A correctable one is given by its status bit
+# (Bad TLP, PCI_ERR_COR_BAD_TLP): QEMU 10 takes only a number with -c.
+AER_ERRORS = {"correctable": "-c hca0 0x40", "nonfatal": "hca0 COMP_TIME", "fatal": "hca0 MALF_TLP"}
 
 PCI_KINDS = {
     "pci-aer": ("[severity=nonfatal]", "an AER error of the function (the monitor's pcie_aer_inject_error): "
