@@ -276,7 +276,7 @@ class PciFaultTest(unittest.TestCase):
         q = self.qmp({"human-monitor-command": "OK id: hca0 root bus: pcie.0, bus: 1 devfn: 0.0\n"})
         for spec, line in (("pci-aer", "pcie_aer_inject_error hca0 COMP_TIME"),
                            ("pci-aer:severity=fatal", "pcie_aer_inject_error hca0 MALF_TLP"),
-                           ("pci-aer:severity=correctable", "pcie_aer_inject_error -c hca0 BAD_TLP")):
+                           ("pci-aer:severity=correctable", "pcie_aer_inject_error -c hca0 0x40")):
             ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, spec)
             self.assertTrue(ok, text)
             self.assertEqual(q.commands[-1]["arguments"], {"command-line": line})
