@@ -19,6 +19,7 @@ uint64_t default_guid(const void *instance) {
 
 Device::Device(Host &host, const DeviceConfig &cfg)
     : host_(host),
+      host_logs_errors_(host.logs_guest_errors()),
       cfg_(cfg),
       node_guid_(cfg.node_guid ? cfg.node_guid : default_guid(this)),
       iseg(*this),

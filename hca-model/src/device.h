@@ -134,10 +134,10 @@ class Device {
     void guest_error(fmt::format_string<Args...> f, Args &&...args) {
         ++counters.guest_errors;
         const bool traced = tracer_.on(kTrGuestErr);
-        if ((!traced && !host_.logs_guest_errors()) || !guest_error_budget()) [[likely]] {
+        if ((!traced && !host_logs_errors_) || !guest_error_budget()) [[likely]] {
             return;
         }
-        if (!host_.logs_guest_errors()) {
+        if (!host_logs_errors_) {
             tracer_.emit(kTrGuestErr, now(), f, std::forward<Args>(args)...);
             return;
         }
@@ -177,6 +177,7 @@ class Device {
     void uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsigned size);
 
     Host &host_;
+    const bool host_logs_errors_;  // Host::logs_guest_errors(), asked once
     DeviceConfig cfg_;
     uint64_t node_guid_;
     Tracer tracer_;

@@ -11,6 +11,7 @@
 
 #include "be.h"
 #include "driver.h"
+#include "idle_ops.h"
 #include "ud_setup.h"
 #include "hcasim/hca_model.h"
 
@@ -615,15 +616,7 @@ TEST_CASE("faults through the C interface and at power-on; a bad one refuses the
     cfg.faults = "cmd-status:opcode=CREATE_CQ";
     CHECK_THROWS_AS(Bench(cfg), hca::ConfigError);
 
-    static const HcaHostOps ops = {
-        .dma_read = [](void *, uint64_t, void *, size_t) { return false; },
-        .dma_write = [](void *, uint64_t, const void *, size_t) { return false; },
-        .msix_notify = [](void *, unsigned) {},
-        .schedule = [](void *) {},
-        .timer_mod = [](void *, int64_t) {},
-        .clock_ns = [](void *) { return int64_t{0}; },
-        .port_tx_ready = nullptr,
-    };
+    static const HcaHostOps ops = fakehost::idle_host_ops();
     HcaModelConfig c{};
     c.faults = "nope";
     char err[256] = "";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "idle_ops.h"
 #include "hcasim/hca_model.h"
 #include "iba/link.h"
 
@@ -17,15 +18,11 @@ struct LinkedModel {
     HcaModel *m = nullptr;
     int ready = 0;
     explicit LinkedModel(uint64_t guid) {
-        static const HcaHostOps ops = {
-            .dma_read = [](void *, uint64_t, void *, size_t) { return false; },
-            .dma_write = [](void *, uint64_t, const void *, size_t) { return false; },
-            .msix_notify = [](void *, unsigned) {},
-            .schedule = [](void *) {},
-            .timer_mod = [](void *, int64_t) {},
-            .clock_ns = [](void *) { return int64_t{0}; },
-            .port_tx_ready = [](void *o, unsigned) { ++static_cast<LinkedModel *>(o)->ready; },
-        };
+        static const HcaHostOps ops = [] {
+            HcaHostOps o = fakehost::idle_host_ops();
+            o.port_tx_ready = [](void *self, unsigned) { ++static_cast<LinkedModel *>(self)->ready; };
+            return o;
+        }();
         HcaModelConfig cfg = {};
         cfg.node_guid = guid;
         cfg.fabric = true;
@@ -116,16 +113,11 @@ TEST_CASE("C interface: guest errors reach the host's guest_error hook, at most 
     struct Seen {
         std::vector<std::string> lines;
     } seen;
-    static const HcaHostOps ops = {
-        .dma_read = [](void *, uint64_t, void *, size_t) { return false; },
-        .dma_write = [](void *, uint64_t, const void *, size_t) { return false; },
-        .msix_notify = [](void *, unsigned) {},
-        .schedule = [](void *) {},
-        .timer_mod = [](void *, int64_t) {},
-        .clock_ns = [](void *) { return int64_t{0}; },
-        .port_tx_ready = nullptr,
-        .guest_error = [](void *o, const char *msg) { static_cast<Seen *>(o)->lines.emplace_back(msg); },
-    };
+    static const HcaHostOps ops = [] {
+        HcaHostOps o = fakehost::idle_host_ops();
+        o.guest_error = [](void *self, const char *msg) { static_cast<Seen *>(self)->lines.emplace_back(msg); };
+        return o;
+    }();
     HcaModelConfig cfg = {};
     char err[256] = "";
     HcaModel *m = hca_model_new(&ops, &seen, &cfg, err, sizeof(err));

@@ -55,13 +55,17 @@ def qemu_line():
     return line
 
 
+def named(option, spec, table):
+    """OPTION NAME[,NAME...] or all: the names of TABLE given, in its order."""
+    names = list(table) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
+    if not names or any(n not in table for n in names):
+        die(f"{option} {spec}: one or more of {', '.join(table)}, or all")
+    return [n for n in table if n in names]
+
+
 def qemu_lines(spec):
     """--qemu LINE[,LINE...] or all: the lines named, in QEMU_LINES order."""
-    lines = list(QEMU_LINES) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
-    bad = [n for n in lines if n not in QEMU_LINES]
-    if bad or not lines:
-        die(f"--qemu {spec}: one or more of {', '.join(QEMU_LINES)}, or all")
-    return [n for n in QEMU_LINES if n in lines]
+    return named("--qemu", spec, QEMU_LINES)
 
 
 def qemu_dir(line=None):
@@ -109,11 +113,7 @@ def native(name):
 
 def image_names(spec):
     """--image NAME[,NAME...] or all: the images named, in IMAGES order."""
-    names = list(IMAGES) if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
-    bad = [n for n in names if n not in IMAGES]
-    if bad or not names:
-        die(f"--image {spec}: one or more of {', '.join(IMAGES)}, or all")
-    return [n for n in IMAGES if n in names]
+    return named("--image", spec, IMAGES)
 
 
 def image_dir(name=DEFAULT_IMAGE):
