@@ -5,8 +5,10 @@
  * layout, the initialization segment, commands through the command queue
  * (inline and through mailboxes), the firmware's page requests, an event
  * queue that receives the command-completion event and raises its MSI-X
- * vector, and the migration blocker.  Layouts are those of
- * include/linux/mlx5/mlx5_ifc.h and device.h (bytes, big-endian).
+ * vector, the migration blocker, and the fabric link (a socket chardev:
+ * the device's hello, and a broken stream dropping the connection).
+ * Layouts are those of include/linux/mlx5/mlx5_ifc.h and device.h (bytes,
+ * big-endian).
  *
  * Copyright (c) 2026 hcasim authors
  *
@@ -14,6 +16,8 @@
  */
 
 #include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <sys/un.h>
 #include "qemu/bswap.h"
 #include "qemu/units.h"
 #include "libqtest.h"
@@ -398,6 +402,74 @@ static void test_migration_blocked(void)
     mlx5_stop(&t);
 }
 
+/* Link frames (hca-model/iba/include/iba/link.h): be32 length, then frame */
+#define LINK_HEADER 12
+#define LINK_HELLO 2
+#define LINK_STATE 3
+#define LINK_HELLO_BODY 17
+#define FABRIC_GUID 0x0002c90300a1b2c3ULL
+
+static void read_full(int fd, uint8_t *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = read(fd, buf, len);
+
+        g_assert_cmpint(n, >, 0);
+        buf += n;
+        len -= n;
+    }
+}
+
+static void test_fabric_link(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("mlx5-hca-test-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "port", NULL);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct timeval tv = { .tv_sec = 30 };
+    uint8_t hello[4 + LINK_HEADER + LINK_HELLO_BODY];
+    uint8_t state[4 + LINK_HEADER + 1] = { 0 };
+    uint8_t broken[4] = { 0 };  /* a zero length breaks the stream */
+    QTestState *qts;
+    int lfd, fd;
+
+    g_assert(dir);
+    g_assert_cmpuint(strlen(path), <, sizeof(sa.sun_path));
+    strcpy(sa.sun_path, path);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    g_assert_cmpint(lfd, >=, 0);
+    g_assert_cmpint(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    g_assert_cmpint(listen(lfd, 1), ==, 0);
+
+    qts = qtest_initf("-machine q35 -nodefaults "
+                      "-chardev socket,id=fab,path=%s "
+                      "-device mlx5-hca,addr=04.0,node-guid=0x%" PRIx64
+                      ",chardev=fab", path, (uint64_t)FABRIC_GUID);
+    fd = accept(lfd, NULL, NULL);
+    g_assert_cmpint(fd, >=, 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+    /* The device speaks first: its hello, for port 1. */
+    read_full(fd, hello, sizeof(hello));
+    g_assert_cmpuint(ldl_be_p(hello), ==, LINK_HEADER + LINK_HELLO_BODY);
+    g_assert_cmpuint(hello[4], ==, LINK_HELLO);
+    g_assert_cmphex(ldq_be_p(hello + 4 + LINK_HEADER), ==, FABRIC_GUID);
+    g_assert_cmpuint(hello[4 + LINK_HEADER + 16], ==, 1);
+
+    /* The fabric raises the link, then breaks the stream: a hang-up. */
+    stl_be_p(state, LINK_HEADER + 1);
+    state[4] = LINK_STATE;
+    state[4 + LINK_HEADER] = 1;
+    g_assert_cmpint(write(fd, state, sizeof(state)), ==, sizeof(state));
+    g_assert_cmpint(write(fd, broken, sizeof(broken)), ==, sizeof(broken));
+    g_assert_cmpint(read(fd, hello, 1), ==, 0);
+
+    qtest_quit(qts);
+    close(fd);
+    close(lfd);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -406,5 +478,6 @@ int main(int argc, char **argv)
     qtest_add_func("/mlx5-hca/command", test_command);
     qtest_add_func("/mlx5-hca/eq-interrupt", test_eq_interrupt);
     qtest_add_func("/mlx5-hca/migration-blocked", test_migration_blocked);
+    qtest_add_func("/mlx5-hca/fabric-link", test_fabric_link);
     return g_test_run();
 }

@@ -11,31 +11,30 @@
  *   -device pcie-root-port,id=rp0,chassis=1,x-speed=8,x-width=16
  *   -device mlx5-hca,bus=rp0[,node-guid=<u64>][,trace=<file>]
  *           [,trace-filter=<categories>][,trace-max-bytes=<n>]
- *           [,fabric=<unix socket of hcasim-fabric's switch port>]
+ *           [,chardev=<socket chardev to hcasim-fabric's switch port>]
  *           [,fault=<fault>[;<fault>...]]  (armed at power-on)
  *           [,x-test-fault=cqe-opcode]  (test-only: a deliberate device bug)
  *
  * Faults (docs/FAULTS.md) are armed at run time by setting the "fault"
  * property (QMP qom-set; "clear" clears them) and listed by reading it.
  *
- * Without "fabric" the port's link is always up (a subnet manager in the
+ * Without "chardev" the port's link is always up (a subnet manager in the
  * guest can configure it; traffic to its own LID loops back). With it, the
- * port is cabled to a switch port of hcasim-fabric through a unix stream
- * socket. This file only carries its bytes: the model frames and unframes
- * the stream, queues what it sends and says hello first
- * (hca-model/iba/include/iba/link.h). The link follows the connection,
- * which is retried every second while the fabric is away.
+ * port is cabled to a switch port of hcasim-fabric through a socket
+ * chardev, e.g.
+ *   -chardev socket,id=fab0,path=<fabric port socket>,reconnect-ms=1000
+ * This file only carries its bytes: the model frames and unframes the
+ * stream, queues what it sends and says hello first
+ * (hca-model/iba/include/iba/link.h).  The link follows the connection;
+ * the chardev's reconnect option brings it back after the fabric restarts.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
 #include "qemu/osdep.h"
-#include <sys/socket.h>
-#include <sys/un.h>
 #include "qemu/main-loop.h"
 #include "qemu/cutils.h"
 #include "qemu/log.h"
-#include "qemu/sockets.h"
 #include "qemu/module.h"
 #include "qemu/timer.h"
 #include "qemu/units.h"
@@ -44,6 +43,8 @@
 #include "hw/pci/pcie.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
+#include "hw/qdev-properties-system.h"
+#include "chardev/char-fe.h"
 #include "qom/object.h"
 #include "trace.h"
 
@@ -60,15 +61,15 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 #define MLX5_HCA_AER_OFFSET 0x100
 #define MLX5_HCA_LINK_RETRY_MS 1000
 
-/* The cable to the fabric's switch port: a byte pipe. */
+/* The cable to the fabric's switch port: a byte pipe (the chardev). */
 typedef struct Mlx5HcaLink {
-    int fd;
+    bool up;
     /*
-     * The connection failed; the model learns it from the bottom half,
+     * The connection went away; the model learns it from the bottom half,
      * never from inside its own transmit path.
      */
     bool lost;
-    QEMUTimer *retry;
+    guint watch;    /* waiting for the chardev to take more bytes */
 } Mlx5HcaLink;
 
 struct Mlx5HcaState {
@@ -84,7 +85,7 @@ struct Mlx5HcaState {
     char *trace_path;
     char *trace_filter;
     uint64_t trace_max_bytes;
-    char *fabric_path;
+    Mlx5HcaChrFe chr;    /* the fabric link */
     char *test_fault;
     char *faults;   /* armed at realize, ';'-separated */
 
@@ -92,7 +93,6 @@ struct Mlx5HcaState {
     Error *migration_blocker;
 };
 
-static void mlx5_hca_link_connect(Mlx5HcaState *s);
 static void mlx5_hca_link_flush(Mlx5HcaState *s);
 
 /* Host services for the model */
@@ -158,126 +158,117 @@ static int64_t mlx5_hca_clock_ns(void *opaque)
 
 /* Fabric link */
 
-static void mlx5_hca_link_close(Mlx5HcaState *s)
+static const char *mlx5_hca_link_name(Mlx5HcaState *s)
+{
+    Chardev *chr = qemu_chr_fe_get_driver(&s->chr);
+
+    return chr ? chr->label : "";
+}
+
+/*
+ * The connection went away.  This can happen inside qemu_chr_fe_write(),
+ * while the model transmits: queue the loss like a received frame and let
+ * the bottom half tell the model.
+ */
+static void mlx5_hca_link_lost(Mlx5HcaState *s)
 {
     Mlx5HcaLink *l = &s->link;
 
-    if (l->fd < 0) {
+    if (l->watch) {
+        g_source_remove(l->watch);
+        l->watch = 0;
+    }
+    if (!l->up) {
         return;
     }
-    qemu_set_fd_handler(l->fd, NULL, NULL, NULL);
-    close(l->fd);
-    l->fd = -1;
-    trace_mlx5_hca_link_down(s->fabric_path);
-    /*
-     * A write error happens while the model transmits: queue the loss like
-     * a received frame and deliver it from the bottom half.
-     */
+    l->up = false;
     l->lost = true;
+    trace_mlx5_hca_link_down(mlx5_hca_link_name(s));
     qemu_bh_schedule(s->bh);
-    timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
-              MLX5_HCA_LINK_RETRY_MS);
 }
 
-static void mlx5_hca_link_read(void *opaque)
+static int mlx5_hca_link_can_read(void *opaque)
 {
     Mlx5HcaState *s = opaque;
-    Mlx5HcaLink *l = &s->link;
-    uint8_t buf[65536];
-    ssize_t n;
 
-    n = read(l->fd, buf, sizeof(buf));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        mlx5_hca_link_close(s);
-        return;
-    }
-    if (n < 0) {
-        return;
-    }
-    if (!hca_model_port_rx(s->model, 1, buf, n)) {
-        trace_mlx5_hca_link_bad_stream(s->fabric_path);
-        mlx5_hca_link_close(s);
-    }
+    /* The model buffers a partial frame itself: take whatever comes. */
+    return s->link.up ? 65536 : 0;
 }
 
-static void mlx5_hca_link_write(void *opaque)
+static void mlx5_hca_link_read(void *opaque, const uint8_t *buf, int size)
 {
-    mlx5_hca_link_flush(opaque);
+    Mlx5HcaState *s = opaque;
+
+    if (!s->link.up || hca_model_port_rx(s->model, 1, buf, size)) {
+        return;
+    }
+    trace_mlx5_hca_link_bad_stream(mlx5_hca_link_name(s));
+    /* The chardev reconnects if it was told to (reconnect-ms). */
+    qemu_chr_fe_disconnect(&s->chr);
 }
 
-/* Write what the model queued for the fabric, as far as the socket takes it. */
+static gboolean mlx5_hca_link_writable(void *do_not_use, GIOCondition cond,
+                                       void *opaque)
+{
+    Mlx5HcaState *s = opaque;
+
+    s->link.watch = 0;
+    mlx5_hca_link_flush(s);
+    return G_SOURCE_REMOVE;
+}
+
+/* Write what the model queued for the fabric, as far as the chardev takes. */
 static void mlx5_hca_link_flush(Mlx5HcaState *s)
 {
     Mlx5HcaLink *l = &s->link;
     const void *bytes;
-    size_t len = 0;
-    ssize_t n;
+    size_t len;
+    int n;
 
-    while (l->fd >= 0 &&
+    while (l->up && !l->watch &&
            (len = hca_model_port_tx_peek(s->model, 1, &bytes)) != 0) {
-        n = write(l->fd, bytes, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
+        n = qemu_chr_fe_write(&s->chr, bytes, MIN(len, INT_MAX));
         if (n < 0 && errno == EAGAIN) {
-            break;
+            l->watch = qemu_chr_fe_add_watch(&s->chr, G_IO_OUT | G_IO_HUP,
+                                             mlx5_hca_link_writable, s);
+            if (!l->watch) {
+                mlx5_hca_link_lost(s);
+            }
+            return;
         }
         if (n <= 0) {
-            mlx5_hca_link_close(s);
+            mlx5_hca_link_lost(s);
             return;
         }
         hca_model_port_tx_done(s->model, 1, n);
     }
-    if (l->fd >= 0) {
-        qemu_set_fd_handler(l->fd, mlx5_hca_link_read,
-                            len ? mlx5_hca_link_write : NULL, s);
-    }
 }
 
-static void mlx5_hca_link_connect(Mlx5HcaState *s)
-{
-    Mlx5HcaLink *l = &s->link;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int fd;
-
-    if (strlen(s->fabric_path) >= sizeof(sa.sun_path)) {
-        return;
-    }
-    pstrcpy(sa.sun_path, sizeof(sa.sun_path), s->fabric_path);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return;
-    }
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        close(fd);
-        timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
-                  MLX5_HCA_LINK_RETRY_MS);
-        return;
-    }
-    if (!mlx5_hca_set_nonblock(fd, NULL)) {
-        close(fd);
-        timer_mod(l->retry, qemu_clock_get_ms(QEMU_CLOCK_REALTIME) +
-                  MLX5_HCA_LINK_RETRY_MS);
-        return;
-    }
-    l->fd = fd;
-    trace_mlx5_hca_link_up(s->fabric_path);
-    qemu_set_fd_handler(fd, mlx5_hca_link_read, NULL, s);
-    if (l->lost) {
-        l->lost = false;
-        hca_model_port_link(s->model, 1, false);
-    }
-    /* The model says hello; the link comes up when the fabric says so. */
-    hca_model_port_connected(s->model, 1);
-    mlx5_hca_link_flush(s);
-}
-
-static void mlx5_hca_link_retry(void *opaque)
+static void mlx5_hca_link_event(void *opaque, QEMUChrEvent event)
 {
     Mlx5HcaState *s = opaque;
+    Mlx5HcaLink *l = &s->link;
 
-    if (s->link.fd < 0) {
-        mlx5_hca_link_connect(s);
+    switch (event) {
+    case CHR_EVENT_OPENED:
+        if (l->up) {
+            return;
+        }
+        trace_mlx5_hca_link_up(mlx5_hca_link_name(s));
+        l->up = true;
+        if (l->lost) {
+            l->lost = false;
+            hca_model_port_link(s->model, 1, false);
+        }
+        /* The model says hello; the link comes up when the fabric says so. */
+        hca_model_port_connected(s->model, 1);
+        mlx5_hca_link_flush(s);
+        break;
+    case CHR_EVENT_CLOSED:
+        mlx5_hca_link_lost(s);
+        break;
+    default:
+        break;
     }
 }
 
@@ -392,7 +383,7 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         .trace_path = s->trace_path,
         .trace_filter = s->trace_filter,
         .trace_max_bytes = s->trace_max_bytes,
-        .fabric = s->fabric_path && *s->fabric_path,
+        .fabric = qemu_chr_fe_backend_connected(&s->chr),
         .test_fault = s->test_fault,
         .faults = s->faults,
     };
@@ -466,11 +457,10 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         msix_vector_use(pdev, i);
     }
 
-    s->link.fd = -1;
-    s->link.retry = timer_new_ms(QEMU_CLOCK_REALTIME, mlx5_hca_link_retry, s);
-    if (cfg.fabric) {
-        mlx5_hca_link_connect(s);
-    }
+    /* OPENED now if the chardev is connected already, else when it is. */
+    qemu_chr_fe_set_handlers(&s->chr, mlx5_hca_link_can_read,
+                             mlx5_hca_link_read, mlx5_hca_link_event, NULL,
+                             s, NULL, true);
     return;
 
 fail:
@@ -486,11 +476,16 @@ static void mlx5_hca_exit(PCIDevice *pdev)
 {
     Mlx5HcaState *s = MLX5_HCA(pdev);
 
-    timer_free(s->link.retry);
-    if (s->link.fd >= 0) {
-        qemu_set_fd_handler(s->link.fd, NULL, NULL, NULL);
-        close(s->link.fd);
+    /*
+     * Unplugged: the fabric sees the cable pulled, as it would see a card
+     * go.  The chardev stays (and reconnects if told to) for a re-plug.
+     */
+    if (s->link.watch) {
+        g_source_remove(s->link.watch);
+        s->link.watch = 0;
     }
+    qemu_chr_fe_disconnect(&s->chr);
+    qemu_chr_fe_deinit(&s->chr, false);
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
     pcie_aer_exit(pdev);
@@ -513,12 +508,14 @@ static void mlx5_hca_write_config(PCIDevice *pdev, uint32_t addr,
  * System reset, PCI bus reset and FLR: the model drops every object and
  * timer; deferred work, the model's timer and the packets the old function
  * queued for the fabric go with them, so nothing of it runs, DMAs or
- * reaches the wire afterwards.
+ * reaches the wire afterwards.  All of it is the device's own state, so it
+ * is the enter phase of the reset; the device drives no line that a hold
+ * or exit phase would have to settle.
  */
-static void mlx5_hca_reset(DeviceState *dev)
+static void mlx5_hca_reset_enter(Object *obj, ResetType type)
 {
-    Mlx5HcaState *s = MLX5_HCA(dev);
-    PCIDevice *pdev = PCI_DEVICE(dev);
+    Mlx5HcaState *s = MLX5_HCA(obj);
+    PCIDevice *pdev = PCI_DEVICE(obj);
     bool flr = pci_get_word(pdev->config + pdev->exp.exp_cap +
                             PCI_EXP_DEVCTL) & PCI_EXP_DEVCTL_BCR_FLR;
 
@@ -607,7 +604,7 @@ static MLX5_HCA_PROPERTY mlx5_hca_properties[] = {
     DEFINE_PROP_UINT64("node-guid", Mlx5HcaState, node_guid, 0),
     DEFINE_PROP_STRING("trace", Mlx5HcaState, trace_path),
     DEFINE_PROP_UINT64("trace-max-bytes", Mlx5HcaState, trace_max_bytes, 0),
-    DEFINE_PROP_STRING("fabric", Mlx5HcaState, fabric_path),
+    DEFINE_PROP_CHR("chardev", Mlx5HcaState, chr),
     /* Test-only: a deliberate device bug the test runner must catch. */
     DEFINE_PROP_STRING("x-test-fault", Mlx5HcaState, test_fault),
     MLX5_HCA_PROP_END
@@ -633,6 +630,7 @@ static void mlx5_hca_class_init(ObjectClass *klass, Mlx5HcaClassData data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
     PCIDeviceClass *pc = PCI_DEVICE_CLASS(klass);
+    ResettableClass *rc = RESETTABLE_CLASS(klass);
 
     pc->realize = mlx5_hca_realize;
     pc->exit = mlx5_hca_exit;
@@ -643,7 +641,7 @@ static void mlx5_hca_class_init(ObjectClass *klass, Mlx5HcaClassData data)
     pc->subsystem_vendor_id = HCA_MODEL_PCI_VENDOR_ID;
     pc->subsystem_id = HCA_MODEL_PCI_SUBSYS_ID;
     dc->desc = "Mellanox ConnectX-5 InfiniBand HCA (hcasim)";
-    mlx5_hca_set_reset(dc, mlx5_hca_reset);
+    rc->phases.enter = mlx5_hca_reset_enter;
     device_class_set_props(dc, mlx5_hca_properties);
     object_class_property_set_description(klass, "node-guid",
         "Node and port GUID (0: derived from the instance)");
@@ -651,9 +649,10 @@ static void mlx5_hca_class_init(ObjectClass *klass, Mlx5HcaClassData data)
         "File for the model's device trace (./hcasim trace reads it)");
     object_class_property_set_description(klass, "trace-max-bytes",
         "Cap of the trace file and its rotation in bytes (0: 256 MiB)");
-    object_class_property_set_description(klass, "fabric",
-        "Unix socket of an hcasim-fabric switch port; without it the "
-        "port's link is up with nothing behind it");
+    object_class_property_set_description(klass, "chardev",
+        "Socket chardev to an hcasim-fabric switch port (reconnect-ms=1000 "
+        "recommended); without it the port's link is up with nothing "
+        "behind it");
     object_class_property_set_description(klass, "x-test-fault",
         "Test-only: a deliberate device bug ('cqe-opcode')");
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);

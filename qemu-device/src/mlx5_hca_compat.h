@@ -16,7 +16,7 @@
 #include "hw/qdev-core.h"
 #include "hw/qdev-properties.h"
 #include "migration/blocker.h"
-#include "qemu/sockets.h"
+#include "chardev/char-fe.h"
 
 #define MLX5_HCA_QEMU_AT_LEAST(major, minor) \
     (QEMU_VERSION_MAJOR > (major) || \
@@ -46,16 +46,6 @@ typedef void *Mlx5HcaClassData;
 #define MLX5_HCA_PROP_END DEFINE_PROP_END_OF_LIST()
 #endif
 
-/* 9.1: DeviceClass::reset is set through a helper. */
-static inline void mlx5_hca_set_reset(DeviceClass *dc, DeviceReset reset)
-{
-#if MLX5_HCA_QEMU_AT_LEAST(9, 1)
-    device_class_set_legacy_reset(dc, reset);
-#else
-    dc->reset = reset;
-#endif
-}
-
 /* 8.2: migration blockers are passed by reference and freed by QEMU. */
 static inline int mlx5_hca_add_blocker(Error **reason, Error **errp)
 {
@@ -84,15 +74,11 @@ static inline void mlx5_hca_del_blocker(Error **reason)
 #endif
 }
 
-/* 10.2: qemu_socket_set_nonblock() gave way to qemu_set_blocking(). */
-static inline bool mlx5_hca_set_nonblock(int fd, Error **errp)
-{
+/* 10.2: the chardev front end's CharBackend was renamed CharFrontend. */
 #if MLX5_HCA_QEMU_AT_LEAST(10, 2)
-    return qemu_set_blocking(fd, false, errp);
+typedef CharFrontend Mlx5HcaChrFe;
 #else
-    qemu_socket_set_nonblock(fd);
-    return true;
+typedef CharBackend Mlx5HcaChrFe;
 #endif
-}
 
 #endif

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hcasim import fault, initramfs, inspect_hca, pci_fault, postmortem, rundir
 from hcasim.fabric_ctl import fabric_command
-from hcasim.build import DEFAULT_IMAGE, artifacts
+from hcasim.build import DEFAULT_IMAGE, artifacts, qemu_line
 from hcasim.common import ROOT, RUNS, say
 
 MGMT_NET = "10.77.0.{}"  # node i has 10.77.0.(i+1), set by the guest init
@@ -128,6 +128,15 @@ class Cluster:
     def control_socket(self):
         return self.sock_dir / "fabric.ctl"
 
+    def fabric_chardev(self, i):
+        """The HCA's cable to its switch port: a socket chardev that
+        reconnects every second while the fabric is away (QEMU 7.2 counts
+        in seconds, later lines in milliseconds)."""
+        if not self.opts.fabric:
+            return []
+        again = "reconnect=1" if qemu_line() == "7.2" else "reconnect-ms=1000"
+        return ["-chardev", f"socket,id=fabric,path={self.fabric_port(i)},{again}"]
+
     def fabric_port(self, i):
         return self.sock_dir / f"port{i + 1}.sock"
 
@@ -169,10 +178,11 @@ class Cluster:
             "-virtfs", f"local,path={self.run_dir},mount_tag=hcasim,security_model=mapped-xattr,id=hcasim",
             "-netdev", f"stream,id=mgmt,server=off,addr.type=unix,addr.path={self.sock_dir / 'mgmt.sock'}",
             "-device", f"virtio-net-pci,netdev=mgmt,mac=52:54:00:77:00:{i + 1:02x},romfile=",
+            *self.fabric_chardev(i),
             "-device", "pcie-root-port,id=rp0,chassis=1,slot=0,x-speed=8,x-width=16",
             "-device", (f"mlx5-hca,id=hca0,bus=rp0,node-guid={node_guid(i)},"
                         f"trace={nd / 'hca.trace'},trace-filter={self.opts.trace_filter}"
-                        + (f",fabric={self.fabric_port(i)}" if self.opts.fabric else "")
+                        + (",chardev=fabric" if self.opts.fabric else "")
                         + (f",x-test-fault={self.opts.test_fault}" if self.opts.test_fault else "")
                         + (f",fault={fault.device_property(self.opts.faults)}" if self.opts.faults else "")),
             "-qmp", f"unix:{self.sock_dir / f'node{i}.qmp'},server=on,wait=off",
