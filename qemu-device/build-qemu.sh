@@ -188,6 +188,14 @@ grep -q "mlx5-hca-test" "$src/tests/qtest/meson.build" ||
     sed -i "s|^qtests_x86_64 = qtests_i386\$|&\nqtests_x86_64 += config_all_devices.has_key('CONFIG_MLX5_HCA') ? ['mlx5-hca-test'] : []|" \
         "$src/tests/qtest/meson.build"
 grep -q "mlx5-hca-test" "$src/tests/qtest/meson.build" || die "the qtest hook did not apply to this QEMU source"
+# Its user documentation joins docs/system/devices (and the toctree of
+# device-emulation.rst), and its MAINTAINERS entry the end of MAINTAINERS,
+# where a submission would add them.
+sync_file "$here/docs/mlx5-hca.rst" "$src/docs/system/devices/mlx5-hca.rst" || true
+grep -q "devices/mlx5-hca.rst" "$src/docs/system/device-emulation.rst" ||
+    sed -i "s|^   devices/ivshmem.rst\$|&\n   devices/mlx5-hca.rst|" "$src/docs/system/device-emulation.rst"
+grep -q "devices/mlx5-hca.rst" "$src/docs/system/device-emulation.rst" || die "the docs hook did not apply to this QEMU source"
+grep -q "^F: hw/hcasim/" "$src/MAINTAINERS" || { echo; cat "$here/MAINTAINERS"; } >> "$src/MAINTAINERS"
 
 if [ ! -f "$bld/build.ninja" ]; then
     step "configuring QEMU $version (x86_64-softmmu only) in $bld"
@@ -226,7 +234,8 @@ step "ready: $out/qemu-system-x86_64 (Debian qemu $version)"
 # tree (OUT_DIR/checkpatch.txt).
 if [ "${HCASIM_QTEST:-0}" = 1 ]; then
     (cd "$src" && perl scripts/checkpatch.pl --no-tree -f hw/hcasim/mlx5_hca.c hw/hcasim/mlx5_hca_compat.h \
-        hw/hcasim/trace.h tests/qtest/mlx5-hca-test.c) > "$out/checkpatch.txt" 2>&1 || true
+        hw/hcasim/trace.h tests/qtest/mlx5-hca-test.c docs/system/devices/mlx5-hca.rst) \
+        > "$out/checkpatch.txt" 2>&1 || true
     grep '^total:' "$out/checkpatch.txt" | sed "s/^/[qemu $line] checkpatch: /"
     step "building tests/qtest/mlx5-hca-test"
     ninja -C "$bld" -j "$jobs" tests/qtest/mlx5-hca-test > "$bld/qtest-build.log" 2>&1 ||
