@@ -121,6 +121,27 @@ class MatrixTest(unittest.TestCase):
         self.assertEqual(testing.guest_header(script, "full")[0].timeout, 1800)
 
 
+class BaselineTest(unittest.TestCase):
+    """A test's baseline count depends on its image, not on its QEMU line:
+    26-image-smoke@debian12@qemu-7.2 is held to 26-image-smoke@debian12's
+    count, a label without a line of its own to the test's."""
+
+    BASE = {"26-image-smoke": 85, "26-image-smoke@debian12": 84}
+
+    def verdict(self, label, passed):
+        got = [testing.Outcome(label, f"check {i}", True) for i in range(passed)]
+        testing.apply_baseline(label, got, self.BASE)
+        return all(o.passed for o in got)
+
+    def test_image_and_line(self):
+        self.assertTrue(self.verdict("26-image-smoke@debian12@qemu-7.2", 84))
+        self.assertFalse(self.verdict("26-image-smoke@debian12@qemu-7.2", 83))
+        self.assertTrue(self.verdict("26-image-smoke@debian12", 84))
+        self.assertFalse(self.verdict("26-image-smoke@qemu-10.0", 84))
+        self.assertTrue(self.verdict("26-image-smoke@qemu-10.0", 85))
+        self.assertFalse(self.verdict("26-image-smoke@unstable@qemu-7.2", 84))
+
+
 class HeaderTest(unittest.TestCase):
     """One parse of a guest test's header serves the VM options, the
     image filter and the CI set; a misspelt key is an error, not ignored."""

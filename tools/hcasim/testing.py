@@ -298,9 +298,11 @@ def load_baseline(depth="full"):
 def apply_baseline(name, outcomes, base):
     """A guest test whose passing checks dropped below its baseline fails,
     even if nothing printed "not ok" (it silently stopped checking things).
-    NAME is a test's stem or its label on another image (TEST@IMAGE), which
-    has a baseline line of its own or else the test's."""
+    NAME is a test's stem or its label off the defaults (TEST[@IMAGE]
+    [@qemu-LINE]). The count depends on the image, not on the QEMU line:
+    TEST@IMAGE's line if it has one, else the test's."""
     passed = sum(o.passed for o in outcomes)
+    name = re.sub(r"@qemu-[^@]*$", "", name)
     name = name if name in base else name.split("@")[0]
     if name in base and passed < base[name]:
         where = next((o.detail for o in outcomes if o.detail), "")
