@@ -33,7 +33,6 @@
 
 #include "qemu/osdep.h"
 #include "qemu/main-loop.h"
-#include "qemu/cutils.h"
 #include "qemu/log.h"
 #include "qemu/module.h"
 #include "qemu/timer.h"
@@ -59,7 +58,6 @@ OBJECT_DECLARE_SIMPLE_TYPE(Mlx5HcaState, MLX5_HCA)
 #define MLX5_HCA_PCIE_CAP_OFFSET 0x60
 /* Advanced Error Reporting, the first extended capability. */
 #define MLX5_HCA_AER_OFFSET 0x100
-#define MLX5_HCA_LINK_RETRY_MS 1000
 
 /* The cable to the fabric's switch port: a byte pipe (the chardev). */
 typedef struct Mlx5HcaLink {
@@ -237,7 +235,12 @@ static void mlx5_hca_link_flush(Mlx5HcaState *s)
             return;
         }
         if (n <= 0) {
+            /*
+             * A socket chardev may stay connected after a failed write
+             * until its read handler runs: end the connection now.
+             */
             mlx5_hca_link_lost(s);
+            qemu_chr_fe_disconnect(&s->chr);
             return;
         }
         hca_model_port_tx_done(s->model, 1, n);
