@@ -543,7 +543,9 @@ void Driver::ring_sq(QpHandle &qp, uint32_t wqebb_index, uint32_t ds, uint8_t op
     } else {
         bar_write(off, db, 8);
     }
-    b_.pump();
+    if (run_on_doorbell) {
+        b_.pump();
+    }
 }
 
 void Driver::post_ud_send(QpHandle &qp, uint16_t dlid, uint32_t dqpn, uint32_t qkey, std::vector<Sge> sges,

@@ -181,6 +181,11 @@ class Driver {
     void activate_port(uint16_t lid, uint16_t sm_lid = 1);
 
     Bench &bench() { return b_; }
+    // Whether ringing a send doorbell also runs the device at once (the
+    // default).  Off, doorbells only queue, as the vCPU's MMIO writes do
+    // under QEMU until the main loop runs the device's bottom half; the
+    // caller pumps (the benchmark's batches).
+    bool run_on_doorbell = true;
     uint64_t cmdq() const { return cmdq_; }
 
   private:

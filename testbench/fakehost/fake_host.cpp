@@ -114,7 +114,14 @@ void FakeHost::port_tx(unsigned port, std::span<const uint8_t> head, std::span<c
     if (recording) {
         recorded.push_back({'t', port, head.size() + body.size()});
     }
-    auto &f = tx.emplace_back(head.begin(), head.end());
+    if (spare.empty()) {
+        tx.emplace_back();
+    } else {
+        tx.push_back(std::move(spare.back()));
+        spare.pop_back();
+    }
+    auto &f = tx.back();
+    f.assign(head.begin(), head.end());
     f.insert(f.end(), body.begin(), body.end());
 }
 
@@ -145,24 +152,26 @@ void Wire::pump(const std::function<bool(bool, uint64_t)> &drop) {
         if (a.host.tx.empty() && b.host.tx.empty()) {
             return;
         }
-        auto from_a = std::move(a.host.tx);
-        auto from_b = std::move(b.host.tx);
-        a.host.tx.clear();
-        b.host.tx.clear();
-        for (auto &f : from_a) {
+        from_a_.swap(a.host.tx);
+        from_b_.swap(b.host.tx);
+        for (auto &f : from_a_) {
             if (drop && drop(true, frames++)) {
                 ++dropped;
-                continue;
+            } else {
+                b.dev.port_rx(1, f.data(), f.size());
             }
-            b.dev.port_rx(1, f.data(), f.size());
+            a.host.spare.push_back(std::move(f));
         }
-        for (auto &f : from_b) {
+        for (auto &f : from_b_) {
             if (drop && drop(false, frames++)) {
                 ++dropped;
-                continue;
+            } else {
+                a.dev.port_rx(1, f.data(), f.size());
             }
-            a.dev.port_rx(1, f.data(), f.size());
+            b.host.spare.push_back(std::move(f));
         }
+        from_a_.clear();
+        from_b_.clear();
     }
 }
 

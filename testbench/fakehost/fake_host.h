@@ -51,6 +51,9 @@ class FakeHost final : public hca::Host {
     std::map<unsigned, unsigned> msix;  // vector -> messages
     uint64_t dma_errors = 0;
     std::vector<std::vector<uint8_t>> tx;  // frames sent (a fake link sends at once)
+    // Buffers of delivered frames, reused by port_tx (no allocation per
+    // frame once warm: the benchmark times the link with the model).
+    std::vector<std::vector<uint8_t>> spare;
     unsigned tx_drops = 0;                 // port_tx_drop() calls (resets, teardowns)
 
     // Every DMA, MSI-X message and transmitted frame of the device while
@@ -97,6 +100,9 @@ struct Wire {
     Bench b;
     uint64_t frames = 0;
     uint64_t dropped = 0;
+
+  private:
+    std::vector<std::vector<uint8_t>> from_a_, from_b_;  // frames in flight (buffers reused)
 };
 
 }  // namespace hcatest
