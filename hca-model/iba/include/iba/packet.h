@@ -189,7 +189,8 @@ struct PacketSpec {
 
 // Builds LRH [GRH] BTH + ext (already encoded) + payload + pad + ICRC + VCRC.
 std::vector<uint8_t> build(const PacketSpec &s, std::span<const uint8_t> ext, std::span<const uint8_t> payload);
-// The same into a caller buffer (cleared first), to avoid allocations.
+// The same into a caller buffer, resized to the packet and every byte of it
+// written (so a reused buffer needs no clearing), to avoid allocations.
 void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
                 std::span<const uint8_t> payload);
 
