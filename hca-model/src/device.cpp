@@ -108,6 +108,7 @@ void Device::drop_objects() {
     sync_timer();
     doorbells_.clear();
     rx_.clear();
+    packet_pool_.clear();
     qps.reset();
     srqs.reset();
     cqs.reset();
@@ -318,6 +319,7 @@ void Device::run() {
             Packet pkt = std::move(rx_.front());
             rx_.pop_front();
             receive(pkt);
+            recycle(std::move(pkt));
         }
         // Every write of the batch is in, so BlueFlame copies are whole.
         qps.process_pending();
@@ -329,6 +331,26 @@ void Device::run() {
         schedule();
     }
     tracer_.flush();
+}
+
+Packet Device::new_packet() {
+    Packet pkt;
+    if (!packet_pool_.empty()) {
+        pkt.bytes = std::move(packet_pool_.back());
+        packet_pool_.pop_back();
+    }
+    return pkt;
+}
+
+void Device::recycle(Packet &&pkt) {
+    // An IB packet is at most LRH + GRH + BTH + extensions + 4 KiB + CRCs;
+    // a larger buffer (a bad frame from the link) is not kept.
+    // The bytes stay as they are: whoever takes the buffer sizes and fills
+    // it whole (build_into, assign), and keeping the size spares resize()
+    // zeroing what is about to be overwritten.
+    if (packet_pool_.size() < kPacketPool && pkt.bytes.capacity() <= 8192) {
+        packet_pool_.push_back(std::move(pkt.bytes));
+    }
 }
 
 void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
@@ -386,6 +408,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     uint8_t header[iba::link::kHeader];
     iba::link::put_header(header, iba::link::kPacket, 0, pkt.id);
     host_.port_tx(p.num(), header, pkt.bytes);
+    recycle(std::move(pkt));
 }
 
 void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
@@ -395,7 +418,7 @@ void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
     }
     switch (f.type) {
     case iba::link::kPacket: {
-        Packet pkt;
+        Packet pkt = new_packet();
         pkt.id = f.packet_id;
         pkt.bytes.assign(f.body.begin(), f.body.end());
         rx_.push_back(std::move(pkt));

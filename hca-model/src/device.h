@@ -99,6 +99,12 @@ class Device {
     iba::link::Hello hello(unsigned port) const;
     // A packet leaving a QP: local loopback, multicast copy, or the wire.
     void transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index = -1);
+    // A packet whose buffer is a used one when there is one (no heap
+    // allocation per packet once warm): its bytes are stale, the caller
+    // sizes and fills them whole (iba::build_into, assign). recycle()
+    // takes the buffer back.
+    Packet new_packet();
+    void recycle(Packet &&pkt);
     Port &port(unsigned) { return port1; }
 
     // Services for the subsystems.
@@ -200,6 +206,10 @@ class Device {
     };
     std::deque<Doorbell> doorbells_;
     std::deque<Packet> rx_;  // packets waiting for the receive side
+    // Buffers of finished packets (new_packet/recycle), at most
+    // kPacketPool of them, each no larger than the largest packet.
+    static constexpr size_t kPacketPool = 256;
+    std::vector<std::vector<uint8_t>> packet_pool_;
     uint64_t next_packet_id_ = 1;
     bool fault_cqe_opcode_ = false;
     void receive(Packet &pkt);

@@ -14,7 +14,7 @@
 // counts, so other load on the machine does not skew one column.  The cost
 // of tracing off is off/out; it must stay under 2 %.
 //
-//   hcasim-bench-datapath [N] [--rounds R] [--baseline PATH]
+//   hcasim-bench-datapath [N] [--rounds R] [--baseline PATH] [--cpu C]
 //   hcasim-bench-datapath --child CASE N [BATCH]  (one "off" measurement: ns/WQE in all, in the model)
 //
 // A second table, the model core: the device's own time per WQE (trace
@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -228,11 +229,32 @@ void model_core(int n, int rounds) {
 
 bool file_exists(const std::string &path) { return access(path.c_str(), X_OK) == 0; }
 
+// Every measurement (the baseline's children inherit it) on one CPU, the
+// last one allowed unless --cpu says which: on a shared two-core VM the
+// CPUs differ by more than the effects measured here.
+int pin(int cpu) {
+    cpu_set_t set;
+    if (cpu < 0) {
+        if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+            return -1;
+        }
+        for (int c = CPU_SETSIZE - 1; c >= 0 && cpu < 0; --c) {
+            if (CPU_ISSET(c, &set)) {
+                cpu = c;
+            }
+        }
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set) == 0 ? cpu : -1;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     int n = 50000;
     int rounds = 5;
+    int cpu = -1;
     std::string base;
     bool base_given = false;
     for (int i = 1; i < argc; ++i) {
@@ -249,6 +271,8 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
             rounds = std::max(1, std::stoi(argv[++i]));
+        } else if (!std::strcmp(argv[i], "--cpu") && i + 1 < argc) {
+            cpu = std::stoi(argv[++i]);
         } else if (!std::strcmp(argv[i], "--baseline") && i + 1 < argc) {
             base = argv[++i];
             base_given = true;
@@ -277,7 +301,9 @@ int main(int argc, char **argv) {
                     "builds it)\n",
                     base.c_str());
     }
-    std::printf("%d WQEs per measurement, fastest of %d interleaved rounds; ns per WQE\n\n", n, rounds);
+    const int on_cpu = pin(cpu);
+    std::printf("%d WQEs per measurement, fastest of %d interleaved rounds, on CPU %d; ns per WQE\n\n", n, rounds,
+                on_cpu);
     char path[] = "/tmp/hcasim-bench-trace-XXXXXX";
     close(mkstemp(path));
     std::printf("%-36s %9s %9s %9s %9s %10s %9s %8s\n", "work request", "out", "off", "none", "on", "off WQE/s",

@@ -69,7 +69,7 @@ struct RcState {
         uint16_t index = 0;
         uint32_t srqn = 0;
         bool srq = false;
-        std::vector<Sge> sges;
+        SgeList sges;
         uint32_t offset = 0;
         uint32_t pd = 0;
         uint32_t cqn = 0;

@@ -128,7 +128,7 @@ void QpTable::rc_complete(Qp &qp) {
 }
 
 // Scatter of read response data and atomic results into the local buffers.
-bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const std::vector<Sge> &sges, uint32_t offset,
+bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offset,
                          std::span<const uint8_t> data, uint8_t &synd) {
     uint32_t base = 0;
     uint32_t pos = 0;

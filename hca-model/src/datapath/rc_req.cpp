@@ -70,7 +70,7 @@ void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bo
     s.dqpn = dqpn;
     s.ack_req = ack_req;
     s.psn = psn & 0xffffff;
-    Packet pkt;
+    Packet pkt = dev_.new_packet();
     iba::build_into(pkt.bytes, s, ext, payload);
     dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
 }
@@ -314,12 +314,15 @@ bool QpTable::rc_pump(Qp &qp) {
 // read or atomic waits for a read credit (the initiator depth). The send
 // queue goes on when a completion frees what it waits for.
 bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
+    const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
+                        sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
+    if (!fenced && !wqe_reads_remote(sw.opcode)) {
+        return false;  // neither waits for reads: no need to count them
+    }
     uint32_t reads = 0;
     for (const RcWqe &p : qp.rc.pending) {
         reads += !p.acked && (p.is_read() || p.is_atomic());
     }
-    const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
-                        sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
     if (!(reads && fenced) && !(wqe_reads_remote(sw.opcode) && reads >= 1u << qp.log_sra_max)) {
         return false;
     }

@@ -138,7 +138,7 @@ bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
 
 // The scatter entries of the receive WQE at addr: until the
 // MLX5_INVALID_LKEY terminator or the stride. False if it is not guest memory.
-bool QpTable::read_recv_sges(uint64_t addr, uint32_t stride, std::vector<Sge> &out) {
+bool QpTable::read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out) {
     out.clear();
     rx_segs_.resize(stride / sizeof(DataSeg));
     if (!rx_segs_.empty() && !dev_.dma_read(addr, rx_segs_.data(), rx_segs_.size() * sizeof(DataSeg))) {

@@ -528,7 +528,7 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
                    s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
     }
-    Packet pkt;
+    Packet pkt = dev_.new_packet();
     iba::build_into(pkt.bytes, s, {ext, ext_len}, payload_buf_);
     ++qp.sent;
     dev_.transmit(std::move(pkt), qp.qpn, w.index);

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "be.h"
 
 namespace hca {
@@ -81,9 +83,13 @@ struct Sge {
     bool inl = false;
 };
 
+// Most work requests carry one or two entries: those stay inside the list,
+// no heap allocation per WQE.
+using SgeList = boost::container::small_vector<Sge, 2>;
+
 // The bytes a send message is made of, in WQE order.
 struct GatherList {
-    std::vector<Sge> sges;
+    SgeList sges;
     std::vector<uint8_t> inline_data;
     uint64_t length() const;
     void clear() {

@@ -248,7 +248,7 @@ class QpTable {
     void rc_fail(Qp &qp, uint8_t synd, const char *why);
     void rc_complete(Qp &qp);
     void rc_ack_upto(Qp &qp, uint32_t psn);
-    bool rc_scatter(Qp &qp, uint32_t pd, const std::vector<Sge> &sges, uint32_t offset,
+    bool rc_scatter(Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offset,
                     std::span<const uint8_t> data, uint8_t &synd);
     void rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     void rc_got_ack(Qp &qp, uint32_t psn);
@@ -279,7 +279,7 @@ class QpTable {
     void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     bool ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     uint8_t ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::PacketView &v);
-    bool read_recv_sges(uint64_t addr, uint32_t stride, std::vector<Sge> &out);
+    bool read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out);
     void resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, uint8_t synd);
     bool next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq);
     // qp.cpp
@@ -309,7 +309,7 @@ class QpTable {
     GatherList ud_msg_;             // the UD message being sent
     std::vector<DmaChunk> chunks_;  // translations of the SGE at hand
     std::vector<DataSeg> rx_segs_;  // a receive WQE as read
-    std::vector<Sge> ud_sges_;      // the receive WQE a datagram lands in
+    SgeList ud_sges_;               // the receive WQE a datagram lands in
     // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).
     struct BfCapture {
         bool active = false;
