@@ -321,6 +321,8 @@ void Device::run() {
             receive(pkt);
             recycle(std::move(pkt));
         }
+        // One ACK per QP for what this batch brought (IBA 9.7.5.1.1).
+        qps.pay_acks();
         // Every write of the batch is in, so BlueFlame copies are whole.
         qps.process_pending();
         if (rx_.empty() && !qps.sq_work() && doorbells_.empty()) {

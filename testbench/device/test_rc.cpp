@@ -34,6 +34,66 @@ TEST_CASE("RC SEND of several MTUs: in-order delivery, both completions", "[rc]"
     CHECK(p.w.a.dev.qps.find(p.qa.qpn)->rc.pending.empty());
 }
 
+TEST_CASE("RC: the responder coalesces the ACKs of one batch of requests into one", "[rc]") {
+    Pair p;
+    const uint64_t tx0 = p.w.b.dev.counters.packets_tx;
+    // One SEND per device run: one ACK each.
+    for (int i = 0; i < 3; ++i) {
+        p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + i * 64, 64);
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 64}}});
+        p.w.pump();
+    }
+    CHECK(p.w.b.dev.counters.packets_tx - tx0 == 3);
+    // Eight SENDs rung before the device runs arrive at the responder in
+    // one batch: one ACK, for the last PSN, completes all eight.
+    p.a.d.run_on_doorbell = false;
+    for (int i = 0; i < 8; ++i) {
+        p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + 4096 + i * 64, 64);
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 64}}});
+    }
+    p.w.pump();
+    CHECK(p.w.b.dev.counters.packets_tx - tx0 == 4);
+    const hca::Qp *qa = p.w.a.dev.qps.find(p.qa.qpn);
+    CHECK(qa->rc.pending.empty());
+    CHECK(qa->rc.una == qa->next_send_psn);
+    int sends = 0, recvs = 0;
+    while (auto c = p.a.d.next_cqe(p.a.scq)) {
+        sends += op(*c) == hca::kCqeReq;
+    }
+    while (auto c = p.b.d.next_cqe(p.b.rcq)) {
+        recvs += op(*c) == hca::kCqeRespSend;
+    }
+    CHECK(sends == 11);
+    CHECK(recvs == 11);
+}
+
+TEST_CASE("RC: an owed ACK goes out before the read response that follows it", "[rc]") {
+    Pair p;
+    p.a.d.run_on_doorbell = false;
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 64}}});
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaRead, .sges = {{p.a.mr.key, p.a.mr.iova + 4096, 64}},
+                           .raddr = p.b.mr.iova + 8192, .rkey = p.b.mr.key});
+    // Keep b's frames to look at their order.
+    p.w.a.pump();
+    REQUIRE(p.w.a.host.tx.size() == 2);
+    for (auto &f : p.w.a.host.tx) {
+        p.w.b.dev.port_rx(1, f.data(), f.size());
+    }
+    p.w.a.host.tx.clear();
+    p.w.b.pump();
+    REQUIRE(p.w.b.host.tx.size() == 2);
+    const size_t hdr = iba::link::kHeader;
+    iba::PacketView first, second;
+    REQUIRE(iba::parse({p.w.b.host.tx[0].data() + hdr, p.w.b.host.tx[0].size() - hdr}, first) ==
+            iba::ParseError::None);
+    REQUIRE(iba::parse({p.w.b.host.tx[1].data() + hdr, p.w.b.host.tx[1].size() - hdr}, second) ==
+            iba::ParseError::None);
+    CHECK((first.opcode() & 0x1f) == iba::kAck);
+    CHECK((second.opcode() & 0x1f) == iba::kReadRespOnly);
+    CHECK(first.psn() < second.psn());
+}
+
 TEST_CASE("RC RDMA WRITE and WRITE with immediate", "[rc]") {
     Pair p;
     p.a.fill(p.a.mr.iova, 3000, 11);

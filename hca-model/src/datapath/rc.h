@@ -65,6 +65,8 @@ struct RcState {
     uint32_t epsn = 0;           // next expected request PSN
     uint32_t msn = 0;
     bool nak_sent = false;       // a PSN sequence NAK is outstanding (IBA 9.7.5.1.3: one per gap)
+    bool ack_owed = false;       // a coalesced ACK waits for the end of the receive batch
+    uint32_t ack_owed_psn = 0;   // the newest PSN it acknowledges
     struct Recv {                // the receive WQE of a SEND or WRITE with immediate
         uint16_t index = 0;
         uint32_t srqn = 0;

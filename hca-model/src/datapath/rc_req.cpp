@@ -50,6 +50,11 @@ uint32_t QpTable::rc_mtu(const Qp &qp) {
 
 void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
                           std::span<const uint8_t> payload, uint32_t dqpn) {
+    // A responder's packet goes after the ACK the QP owes (rc_owe_ack).
+    const uint8_t op = opcode & 0x1f;
+    if (qp.rc.ack_owed && op >= iba::kReadRespFirst && op <= iba::kAtomicAck) {
+        rc_pay_ack(qp);
+    }
     Port &port = dev_.port(qp.path.port);
     iba::PacketSpec s;
     s.sl = qp.path.sl;

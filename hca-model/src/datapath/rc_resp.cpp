@@ -69,7 +69,45 @@ const RcState::ReadReq *find_read(const RcState &rc, unsigned window, uint32_t p
 
 }  // namespace
 
+// IBA 9.7.5.1.1: a responder may acknowledge several requests with one ACK
+// (coalescing), as ConnectX does under load. An ACK for a request that
+// asked for one waits until the device has taken in the batch of packets
+// it arrived with; a newer one in the same batch replaces it. Anything
+// else the responder of the QP sends (another ACK, a NAK, a read response,
+// an atomic ACK) pays it first, so acknowledgements leave in PSN order.
+void QpTable::rc_owe_ack(Qp &qp, uint32_t psn) {
+    if (!qp.rc.ack_owed) {
+        qp.rc.ack_owed = true;
+        acks_owed_.push_back(qp.qpn);
+    }
+    qp.rc.ack_owed_psn = psn;
+}
+
+void QpTable::rc_pay_ack(Qp &qp) {
+    if (qp.rc.ack_owed) {
+        qp.rc.ack_owed = false;
+        rc_ack(qp, qp.rc.ack_owed_psn, kAethAck | kAckCreditInvalid);
+    }
+}
+
+void QpTable::pay_acks() {
+    for (const uint32_t qpn : acks_owed_) {
+        Qp *qp = find(qpn);
+        if (!qp || !qp->rc.ack_owed) {
+            continue;  // destroyed, reset, or paid meanwhile
+        }
+        if (qp->state == QpState::Rtr || qp->state == QpState::Rts || qp->state == QpState::Sqd ||
+            qp->state == QpState::Sqer) {
+            rc_pay_ack(*qp);
+        } else {
+            qp->rc.ack_owed = false;  // moved to error: no more acknowledgements
+        }
+    }
+    acks_owed_.clear();
+}
+
 void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
+    rc_pay_ack(qp);
     uint8_t aeth[4];
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
     const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
@@ -413,7 +451,7 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     qp.rc.epsn = (psn + 1) & 0xffffff;
     if (qp.st != kQpUc && v.ack_req()) {
-        rc_ack(qp, psn, kAethAck | kAckCreditInvalid);
+        rc_owe_ack(qp, psn);
     }
 }
 

@@ -79,6 +79,7 @@ void QpTable::reset() {
     bf_.clear();
     bf_last_half_.clear();
     sq_pending_.clear();
+    acks_owed_.clear();
     pending_half_.valid = false;
 }
 

@@ -189,6 +189,10 @@ class QpTable {
     uint64_t bf_executed() const { return bf_executed_; }
     // A packet arrived for this port (recv.cpp).
     void receive(const Packet &pkt, const iba::PacketView &v);
+    // The ACKs coalesced while a batch of packets was received: one per
+    // QP, for the newest PSN (rc_resp.cpp). The device calls it after each
+    // batch.
+    void pay_acks();
 
     // Moves a QP to the error state: flush CQEs for every outstanding WQE,
     // and keep flushing receive WQEs posted while in error.
@@ -265,6 +269,8 @@ class QpTable {
     bool rc_resp_send(Qp &qp, const iba::PacketView &v);
     bool rc_resp_write(Qp &qp, const iba::PacketView &v);
     void rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome);
+    void rc_owe_ack(Qp &qp, uint32_t psn);
+    void rc_pay_ack(Qp &qp);
     void rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why);
     bool rc_take_recv(Qp &qp, const iba::PacketView &v);
     void rc_resp_enter(Qp &qp, RespState to, const char *why = nullptr);
@@ -323,6 +329,7 @@ class QpTable {
     std::map<uint32_t, BfCapture> bf_;
     std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
     std::deque<uint32_t> sq_pending_;
+    std::vector<uint32_t> acks_owed_;  // QPs with RcState::ack_owed, in the order they came to owe
     uint32_t quantum_ = 0;  // what the QP being served may still do in this turn
     // Trace context: the WQE whose packets are being sent, the packet
     // being received.
