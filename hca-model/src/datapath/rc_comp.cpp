@@ -132,7 +132,7 @@ bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offs
                          std::span<const uint8_t> data, uint8_t &synd) {
     uint32_t base = 0;
     uint32_t pos = 0;
-    std::vector<DmaChunk> chunks;
+    std::vector<DmaChunk> &chunks = chunks_;  // its capacity stays: no allocation per packet
     for (const auto &s : sges) {
         if (pos == data.size()) {
             break;
