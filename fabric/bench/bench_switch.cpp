@@ -21,9 +21,10 @@ namespace {
 
 class CountingSink : public PortSink {
   public:
-    void deliver(const Frame &f) override {
+    bool deliver(const Frame &f) override {
         ++frames;
         bytes += f->size();
+        return true;
     }
     void link_state(bool) override {}
     uint64_t frames = 0, bytes = 0;

@@ -51,10 +51,29 @@ void FramedConn::read_body(uint32_t len) {
         auto frame = std::make_shared<const std::vector<uint8_t>>(std::move(body_));
         body_ = {};
         deliver(std::move(frame));
-        if (!closed_) {
-            read_header();
+        if (closed_) {
+            return;
         }
+        if (paused_) {
+            read_stopped_ = true;
+            return;
+        }
+        read_header();
     });
+}
+
+void FramedConn::resume_reading() {
+    paused_ = false;
+    if (read_stopped_ && !closed_) {
+        read_stopped_ = false;
+        read_header();
+    }
+}
+
+bool FramedConn::stuck() const { return !queue_.empty() && Clock::now() - progress_ >= kHoqLifetime; }
+
+bool FramedConn::congested() const {
+    return (queue_.size() >= kHighFrames || queued_bytes_ >= kHighBytes) && !stuck();
 }
 
 // The exception barrier: whatever goes wrong handling one connection's frame
@@ -85,12 +104,19 @@ void FramedConn::fail(const char *what) {
     }
 }
 
-void FramedConn::send(Frame f) {
-    if (closed_) {
-        return;
+bool FramedConn::send(Frame f) {
+    if (closed_ || !f) {
+        return false;
     }
-    if (!f) {
-        return;
+    if (stuck()) {
+        ++drops_;
+        ++hoq_drops_;
+        if (log_ && log_->allow("conn-hoq")) {
+            log_->warn("conn", "{} #{}: the peer took nothing for {} ms ({} frames waiting): head-of-queue lifetime "
+                       "exceeded, frame dropped", name_, id_,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(kHoqLifetime).count(), queue_.size());
+        }
+        return false;
     }
     if (queue_.size() >= kMaxQueued || queued_bytes_ + f->size() > kMaxQueuedBytes) {
         ++drops_;
@@ -98,13 +124,18 @@ void FramedConn::send(Frame f) {
             log_->warn("conn", "{} #{}: send queue full ({} frames, {} bytes), frame dropped", name_, id_,
                        queue_.size(), queued_bytes_);
         }
-        return;
+        return false;
+    }
+    if (queue_.empty()) {
+        progress_ = Clock::now();
     }
     queued_bytes_ += f->size();
     queue_.push_back(std::move(f));
+    was_congested_ = was_congested_ || congested();
     if (!writing_) {
         write_next();
     }
+    return true;
 }
 
 void FramedConn::write_next() {
@@ -123,6 +154,13 @@ void FramedConn::write_next() {
         }
         queued_bytes_ -= queue_.front()->size();
         queue_.pop_front();
+        progress_ = Clock::now();
+        if (was_congested_ && queue_.size() <= kHighFrames / 2 && queued_bytes_ <= kHighBytes / 2) {
+            was_congested_ = false;
+            if (on_drained_) {
+                on_drained_();
+            }
+        }
         write_next();
     });
 }

@@ -4,10 +4,19 @@
 //
 // A connection fails alone: a bad length, a read or write error, or an
 // exception out of the frame handler closes this connection (logged) and
-// nothing else.  Its send queue is capped in frames and bytes; frames past
-// the cap are dropped, counted and logged.
+// nothing else.
+//
+// Back-pressure, the way IBA's link-level flow control keeps a subnet
+// lossless: a send queue above kHighFrames or kHighBytes is congested()
+// and says so once it has drained to half (on_drained); whoever feeds it
+// stops reading its own sources meanwhile (pause_reading).  A peer that
+// takes nothing for kHoqLifetime is stuck (IBA's head-of-queue lifetime):
+// it no longer holds anybody back and what is sent to it is dropped.
+// The queue's hard cap (kMaxQueued, kMaxQueuedBytes) drops the rest; every
+// drop is counted and logged.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,16 +36,35 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     using Socket = boost::asio::local::stream_protocol::socket;
     using OnFrame = std::function<void(FramedConn &, Frame)>;
     using OnClose = std::function<void(FramedConn &)>;
+    using Clock = std::chrono::steady_clock;
 
     static constexpr uint32_t kMaxFrame = iba::link::kMaxFrame;
     // Frames queued for a peer that does not read are dropped past this.
     static constexpr size_t kMaxQueued = 4096;
     static constexpr size_t kMaxQueuedBytes = 32u << 20;
+    static constexpr size_t kHighFrames = 512;
+    static constexpr size_t kHighBytes = 4u << 20;
+    static constexpr Clock::duration kHoqLifetime = std::chrono::seconds(2);
 
     FramedConn(Socket sock, OnFrame on_frame, OnClose on_close);
     void start();
-    void send(Frame f);
+    // False if the frame was dropped (closed, stuck or at the hard cap).
+    bool send(Frame f);
     void close();
+
+    // Above the high-water mark and the peer still reading.
+    bool congested() const;
+    // A stuck peer: frames wait and none was taken for kHoqLifetime.
+    bool stuck() const;
+    // Called when a queue that was congested is down to half.
+    void set_on_drained(std::function<void()> f) { on_drained_ = std::move(f); }
+    // Stop taking frames from the peer after the one being delivered, and
+    // start again (a paused connection is still written to).
+    void pause_reading() { paused_ = true; }
+    void resume_reading();
+    bool reading_paused() const { return paused_; }
+    size_t queued() const { return queue_.size(); }
+    uint64_t hoq_drops() const { return hoq_drops_; }
     uint64_t id() const { return id_; }
     uint64_t drops() const { return drops_; }
     bool closed() const { return closed_; }
@@ -62,7 +90,13 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     uint8_t out_hdr_[iba::link::kLength] = {};
     bool writing_ = false;
     bool closed_ = false;
+    bool paused_ = false;
+    bool read_stopped_ = false;  // paused with no read outstanding
+    bool was_congested_ = false;
+    Clock::time_point progress_{};  // last write completed (or queue started)
+    std::function<void()> on_drained_;
     uint64_t drops_ = 0;
+    uint64_t hoq_drops_ = 0;
     size_t queued_bytes_ = 0;
     uint64_t id_;
     Log *log_ = nullptr;

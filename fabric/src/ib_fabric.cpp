@@ -90,12 +90,12 @@ std::string IbFabric::ports_text() const {
         const PortCounters &c = p.ctr;
         fmt::format_to(std::back_inserter(s),
                        "port {}: phys={} state={} lid={} neighbor={} mtu={} rx={} tx={} rx_bytes={} tx_bytes={} "
-                       "rcv_errors={} relay_errors={} xmit_discards={} vl15_dropped={} link_downed={} "
+                       "rcv_errors={} relay_errors={} xmit_discards={} xmit_wait={} vl15_dropped={} link_downed={} "
                        "fault_dropped={} fault_corrupted={} fault_duplicated={} fault_reordered={} "
                        "partition_dropped={} drop={}%{} corrupt={}% delay={}us duplicate={}% reorder={}%\n",
                        k, phys_state_name(p.phys()), port_state_name(p.state), lid, neighbor,
                        mtu_bytes(p.pi.neighbor_mtu), c.rcv_packets, c.xmit_packets, c.rcv_bytes, c.xmit_bytes,
-                       c.rcv_errors, c.rcv_switch_relay_errors, c.xmit_discards, c.vl15_dropped, c.link_downed,
+                       c.rcv_errors, c.rcv_switch_relay_errors, c.xmit_discards, c.xmit_wait, c.vl15_dropped, c.link_downed,
                        c.fault_dropped, c.fault_corrupted, c.fault_duplicated, c.fault_reordered,
                        c.partition_dropped, f.drop_pct, f.drop_scope == DropScope::Requests ? "(requests)" : "",
                        f.corrupt_pct, f.delay_us, f.duplicate_pct, f.reorder_pct);

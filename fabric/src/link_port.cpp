@@ -13,7 +13,7 @@ using asio::local::stream_protocol;
 class LinkServer::Port : public PortSink {
   public:
     Port(LinkServer &srv, asio::io_context &io, IbSwitch &sw, Log &log, uint8_t num, const std::string &path)
-        : srv_(srv), sw_(sw), log_(log), num_(num), path_(path), acceptor_(io) {
+        : srv_(srv), sw_(sw), log_(log), num_(num), path_(path), acceptor_(io), hold_timer_(io) {
         ::unlink(path.c_str());
         stream_protocol::endpoint ep(path);
         acceptor_.open(ep.protocol());
@@ -32,11 +32,8 @@ class LinkServer::Port : public PortSink {
         ::unlink(path_.c_str());
     }
 
-    void deliver(const Frame &f) override {
-        if (conn_) {
-            conn_->send(f);
-        }
-    }
+    bool deliver(const Frame &f) override { return conn_ && conn_->send(f); }
+    bool congested() const override { return conn_ && conn_->congested(); }
     void link_state(bool up) override {
         if (conn_) {
             conn_->send(make_link_state_frame(up));
@@ -64,6 +61,7 @@ class LinkServer::Port : public PortSink {
                 std::move(sock), [this](FramedConn &, Frame f) { on_frame(std::move(f)); },
                 [this](FramedConn &c) { on_close(c); });
             conn_->set_log(&log_, "link port " + std::to_string(num_));
+            conn_->set_on_drained([this] { release_waiters(); });
             conn_->start();
             sw_.attach(num_, this);
             accept();
@@ -79,6 +77,9 @@ class LinkServer::Port : public PortSink {
         switch (lf.type) {
         case iba::link::kPacket:
             sw_.receive(num_, f);
+            if (sw_.congested().any()) {
+                hold(sw_.congested());
+            }
             break;
         case iba::link::kHello: {
             iba::link::Hello h;
@@ -101,6 +102,49 @@ class LinkServer::Port : public PortSink {
         }
         auto keep = std::move(conn_);
         sw_.detach(num_);
+        // Nobody waits for a device that is gone (its frames are lost with it).
+        release_waiters();
+        resume();
+    }
+
+    // Back-pressure: this port's device sent a frame to ports that are
+    // behind, so its socket is not read until one of them has drained, or
+    // for at most the HOQ lifetime (a stuck port stops holding anybody).
+    void hold(const ForwardingTables::PortSet &behind) {
+        if (!conn_) {
+            return;
+        }
+        for (uint8_t k = 1; k <= srv_.ports_.size(); ++k) {
+            if (behind.test(k) && k != num_) {
+                srv_.ports_[k - 1]->waiters_.set(num_);
+            }
+        }
+        if (conn_->reading_paused()) {
+            return;
+        }
+        conn_->pause_reading();
+        ++srv_.holds_;
+        hold_timer_.expires_after(FramedConn::kHoqLifetime);
+        hold_timer_.async_wait([this](boost::system::error_code ec) {
+            if (!ec) {
+                resume();
+            }
+        });
+    }
+    void resume() {
+        hold_timer_.cancel();
+        if (conn_) {
+            conn_->resume_reading();
+        }
+    }
+    void release_waiters() {
+        const ForwardingTables::PortSet w = waiters_;
+        waiters_.reset();
+        for (uint8_t k = 1; k <= srv_.ports_.size(); ++k) {
+            if (w.test(k)) {
+                srv_.ports_[k - 1]->resume();
+            }
+        }
     }
 
     LinkServer &srv_;
@@ -110,6 +154,8 @@ class LinkServer::Port : public PortSink {
     std::string path_;
     stream_protocol::acceptor acceptor_;
     std::shared_ptr<FramedConn> conn_;
+    asio::steady_timer hold_timer_;
+    ForwardingTables::PortSet waiters_;  // ingress ports held until this one drains
 };
 
 std::string LinkServer::socket_path(const std::string &dir, unsigned port) {

@@ -2,7 +2,10 @@
 // stream, FramedConn framing, iba/link.h frames).  Port k's physical link
 // is up while exactly one client is connected to port<k>.sock; a second
 // client is closed at once.  On connect the client gets a link-state (up)
-// frame, sends a hello (its GUIDs, logged) and then packet frames.
+// frame, sends a hello (its GUIDs, logged) and then packet frames.  A
+// port whose device sends to a congested port is not read until that port
+// drains (FramedConn's back-pressure), so a slow device slows its senders
+// down instead of losing their packets.
 #pragma once
 
 #include <memory>
@@ -26,12 +29,15 @@ class LinkServer {
 
     uint64_t refused() const { return refused_; }
     uint64_t bad_frames() const { return bad_frames_; }
+    // Times a port's socket was held for a congested egress (back-pressure).
+    uint64_t holds() const { return holds_; }
 
   private:
     class Port;
     std::vector<std::unique_ptr<Port>> ports_;
     uint64_t refused_ = 0;
     uint64_t bad_frames_ = 0;
+    uint64_t holds_ = 0;
 };
 
 }  // namespace fabric

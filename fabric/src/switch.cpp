@@ -236,6 +236,7 @@ void IbSwitch::set_port_state(uint8_t port, PortState s) {
 // --- ingress ---
 
 void IbSwitch::receive(uint8_t port, const Frame &frame) {
+    congested_.reset();
     if (port == 0 || port > cfg_.num_ports || !frame) {
         return;
     }

@@ -44,8 +44,12 @@ struct SwitchConfig {
 class PortSink {
   public:
     virtual ~PortSink() = default;
-    virtual void deliver(const Frame &f) = 0;  // a packet frame for the device
-    virtual void link_state(bool up) = 0;      // physical link up/down
+    // A packet frame for the device; false if it could not take it (lost).
+    virtual bool deliver(const Frame &f) = 0;
+    virtual void link_state(bool up) = 0;  // physical link up/down
+    // The device is behind: whoever sent the last frame here should wait
+    // (the link's flow control; LinkServer pauses the sender's socket).
+    virtual bool congested() const { return false; }
 };
 
 // Why a packet was dropped; the names appear in counters, captures, logs.
@@ -76,7 +80,8 @@ enum class Drop : uint8_t {
     NoQp,             // management port: no such QP
     BadQkey,
     BadPkey,
-    QueueFull,        // an egress delay line at its cap (IbSwitch::kMaxDelayed)
+    QueueFull,        // an egress delay line at its cap (IbSwitch::kMaxDelayed), or
+                      // the device's send queue (a peer past the HOQ lifetime)
     Partitioned,      // ingress and egress port cut off each other (fault injection)
     kCount,
 };
@@ -91,6 +96,7 @@ struct PortCounters {
     uint64_t rcv_errors = 0;               // malformed or CRC errors
     uint64_t rcv_switch_relay_errors = 0;  // no route, loop, gating
     uint64_t xmit_discards = 0;            // egress down/not active/lost
+    uint64_t xmit_wait = 0;                // frames that left the device's queue congested
     uint64_t vl15_dropped = 0;
     uint64_t fault_dropped = 0;
     uint64_t fault_corrupted = 0;
@@ -189,6 +195,9 @@ class IbSwitch {
     void hello(uint8_t port, uint64_t node_guid, uint64_t port_guid, uint8_t port_num);
     // A frame from the device (link header + packet).
     void receive(uint8_t port, const Frame &frame);
+    // The egress ports the last receive() left congested (PortSink::congested):
+    // the ingress should stop reading until they drain.
+    const ForwardingTables::PortSet &congested() const { return congested_; }
     // `link N up|down`: the device is told through link-state frames.
     bool set_admin(uint8_t port, bool up);
     // Set(PortInfo) PortState=Down on an external port: the link retrains.
@@ -236,7 +245,7 @@ class IbSwitch {
     // Sends a copy of the ingress packet with a new MAD (and LRH LIDs).
     Frame rebuilt_smp(const Ingress &in, const Mad &m, uint16_t dlid, uint16_t slid);
     void transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v);
-    void transmit_now(SwitchPort &p, const Frame &f);
+    bool transmit_now(SwitchPort &p, const Frame &f);
     void emit(SwitchPort &p, const Frame &f);
     void release_held(SwitchPort &p);
     void flush_egress(SwitchPort &p);
@@ -257,6 +266,7 @@ class IbSwitch {
     MadHandler gsi_handler_;
     LinkHandler link_handler_;
     bool port_state_change_ = false;
+    ForwardingTables::PortSet congested_;
     std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops_{};
     uint64_t forwarded_ = 0;
     uint64_t local_delivered_ = 0;

@@ -13,7 +13,9 @@ void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v
     p.ctr.xmit_bytes += bytes;
     const FaultConfig &fc = faults_.config(port);
     if (!fc.any()) {
-        transmit_now(p, f);
+        if (!transmit_now(p, f)) {
+            v.lost.set(port);
+        }
         return;
     }
     if (faults_.roll_drop(port, std::span<const uint8_t>(*f).subspan(iba::link::kHeader))) {
@@ -49,10 +51,20 @@ void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v
     }
 }
 
-void IbSwitch::transmit_now(SwitchPort &p, const Frame &f) {
-    if (p.link_up()) {
-        p.sink->deliver(f);
+bool IbSwitch::transmit_now(SwitchPort &p, const Frame &f) {
+    if (!p.link_up()) {
+        return false;
     }
+    if (!p.sink->deliver(f)) {
+        ++p.ctr.xmit_discards;
+        ++drops_[static_cast<size_t>(Drop::QueueFull)];
+        return false;
+    }
+    if (p.sink->congested()) {
+        congested_.set(p.num);
+        ++p.ctr.xmit_wait;
+    }
+    return true;
 }
 
 // The last stage of a faulty egress: a frame is sent twice (duplicate%),

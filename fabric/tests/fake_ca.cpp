@@ -42,15 +42,16 @@ void FakeCa::link_state(bool up) {
     state_ = up ? PortState::Init : PortState::Down;
 }
 
-void FakeCa::deliver(const Frame &f) {
+bool FakeCa::deliver(const Frame &f) {
     LinkFrameView lf;
     if (!parse_link_frame(*f, lf)) {
-        return;
+        return true;
     }
     // A device handles packets off the switch's call path.
     std::vector<uint8_t> pkt(lf.body.begin(), lf.body.end());
     const uint64_t id = lf.packet_id;
     loop_.post([this, id, pkt = std::move(pkt)]() mutable { handle(id, std::move(pkt)); });
+    return true;
 }
 
 size_t FakeCa::received_data() const {

@@ -76,7 +76,7 @@ class FakeCa : public PortSink {
     void disconnect();
 
     // PortSink
-    void deliver(const Frame &f) override;
+    bool deliver(const Frame &f) override;
     void link_state(bool up) override;
 
     // SMA state.

@@ -6,6 +6,7 @@
 
 #include "event_loop.h"
 #include "fake_ca.h"
+#include "iba/packet.h"
 #include "ib_fabric.h"
 #include "log.h"
 
@@ -16,6 +17,17 @@ inline FabricOptions test_options(uint8_t ports = 4, bool sm = true) {
     o.sw.num_ports = ports;
     o.sm = sm;
     return o;
+}
+
+// A UD SEND (QPN 0x42, payload bytes of 0x5a) from LID 2 to dlid.
+inline std::vector<uint8_t> ud_send(uint16_t dlid, size_t payload) {
+    iba::PacketSpec s;
+    s.dlid = dlid;
+    s.slid = 2;
+    s.opcode = iba::kUd | iba::kSendOnly;
+    s.dqpn = 0x42;
+    uint8_t deth[8] = {};
+    return iba::build(s, deth, std::vector<uint8_t>(payload, 0x5a));
 }
 
 inline FakeCa::Options ca_options(uint8_t n) {

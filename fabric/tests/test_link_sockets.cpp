@@ -86,6 +86,20 @@ struct Client {
     }
 };
 
+// Clients a on port 1 and b on port 2, both Active, LID 3 routed to port 2.
+IbSwitch &cable_two(SocketFabric &f, Client &a, Client &b) {
+    REQUIRE(a.frames(f, 1).size() == 1);
+    REQUIRE(b.frames(f, 1).size() == 1);
+    IbSwitch &sw = f.fabric->sw();
+    sw.fdb().set_lft_entry(3, 2);
+    sw.fdb().set_linear_top(3);
+    for (uint8_t p : {1, 2}) {
+        sw.set_port_state(p, PortState::Armed);
+        sw.set_port_state(p, PortState::Active);
+    }
+    return sw;
+}
+
 }  // namespace
 
 TEST_CASE("link sockets: link state, hello, one client per port, disconnect", "[links]") {
@@ -134,23 +148,8 @@ TEST_CASE("link sockets: link state, hello, one client per port, disconnect", "[
 TEST_CASE("link sockets: a packet from one client to another", "[links]") {
     SocketFabric f;
     Client a(f, 1), b(f, 2);
-    REQUIRE(a.frames(f, 1).size() == 1);
-    REQUIRE(b.frames(f, 1).size() == 1);
-    IbSwitch &sw = f.fabric->sw();
-    sw.fdb().set_lft_entry(3, 2);
-    sw.fdb().set_linear_top(3);
-    for (uint8_t p : {1, 2}) {
-        sw.set_port_state(p, PortState::Armed);
-        sw.set_port_state(p, PortState::Active);
-    }
-    iba::PacketSpec s;
-    s.dlid = 3;
-    s.slid = 2;
-    s.opcode = iba::kUd | iba::kSendOnly;
-    s.dqpn = 0x42;
-    uint8_t deth[8] = {};
-    std::vector<uint8_t> payload(1500, 0x5a);
-    const auto pkt = iba::build(s, deth, payload);
+    cable_two(f, a, b);
+    const auto pkt = ud_send(3, 1500);
     a.send(make_packet_frame(0xfeedface, pkt));
     const auto got = b.frames(f, 1);
     REQUIRE(got.size() == 1);
@@ -164,4 +163,122 @@ TEST_CASE("link sockets: a packet from one client to another", "[links]") {
     a.send(std::make_shared<const std::vector<uint8_t>>(std::vector<uint8_t>(12, 0x77)));
     f.spin();
     CHECK(f.links->bad_frames() == 2);
+}
+
+namespace {
+
+// A device that writes frames without blocking (the fabric runs on this
+// thread) and counts the packet frames it reads.
+struct Pushing {
+    stream_protocol::socket &s;
+    std::vector<uint8_t> wire;  // one length-prefixed frame
+    size_t off = 0;             // bytes of the current copy written
+    uint64_t sent = 0;          // whole frames written
+    // Writes while the socket takes it; bytes written.
+    size_t push(bool more = true) {
+        s.non_blocking(true);
+        size_t n = 0;
+        while (more || off != 0) {
+            boost::system::error_code ec;
+            const size_t k = s.write_some(asio::buffer(wire.data() + off, wire.size() - off), ec);
+            if (ec) {
+                break;
+            }
+            n += k;
+            off += k;
+            if (off == wire.size()) {
+                off = 0;
+                ++sent;
+            }
+        }
+        return n;
+    }
+};
+
+size_t drain_packets(stream_protocol::socket &s, std::vector<uint8_t> &in) {
+    s.non_blocking(true);
+    size_t packets = 0;
+    uint8_t buf[65536];
+    boost::system::error_code ec;
+    for (;;) {
+        const size_t n = s.read_some(asio::buffer(buf), ec);
+        if (ec) {
+            break;
+        }
+        in.insert(in.end(), buf, buf + n);
+    }
+    size_t at = 0;
+    while (in.size() - at >= 4) {
+        const uint32_t len = hca::load_be32(in.data() + at);
+        if (in.size() - at < 4 + len) {
+            break;
+        }
+        packets += in[at + 4] == iba::link::kPacket;
+        at += 4 + len;
+    }
+    in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(at));
+    return packets;
+}
+
+}  // namespace
+
+TEST_CASE("link sockets: back-pressure holds a fast sender instead of dropping; a stuck peer is dropped after the "
+          "HOQ lifetime", "[links][flow]") {
+    SocketFabric f;
+    Client a(f, 1), b(f, 2);
+    IbSwitch &sw = cable_two(f, a, b);
+    const auto pkt = ud_send(3, 1500);
+    const Frame fr = make_packet_frame(1, pkt);
+    Pushing tx{a.s};
+    tx.wire.assign(4 + fr->size(), 0);
+    hca::store_be32(tx.wire.data(), static_cast<uint32_t>(fr->size()));
+    std::copy(fr->begin(), fr->end(), tx.wire.begin() + 4);
+
+    // b reads nothing: a is held once b's queue is congested, so a's
+    // socket fills and a stops, far below what the fabric would drop.
+    int stalled = 0;
+    for (int round = 0; round < 400 && stalled < 10; ++round) {
+        stalled = tx.push() ? 0 : stalled + 1;
+        f.spin(2);
+    }
+    INFO("frames sent " << tx.sent);
+    CHECK(stalled >= 10);
+    CHECK(f.links->holds() >= 1);
+    CHECK(sw.total_drops() == 0);
+    CHECK(sw.port(2).ctr.xmit_wait >= 1);
+    CHECK(tx.sent < FramedConn::kMaxQueued);
+
+    // b reads again: every frame a wrote arrives, none is lost.
+    std::vector<uint8_t> in;
+    uint64_t got = 0;
+    for (int round = 0; round < 2000 && (got < tx.sent || tx.off != 0); ++round) {
+        tx.push(false);  // finish a frame cut short
+        f.spin(1);
+        got += drain_packets(b.s, in);
+    }
+    CHECK(got == tx.sent);
+    CHECK(sw.total_drops() == 0);
+    CHECK(sw.port(2).ctr.xmit_discards == 0);
+
+    // b stops reading for good: after the HOQ lifetime a is read again and
+    // what is sent to b is dropped (counted), so a stuck peer holds nobody.
+    stalled = 0;
+    for (int round = 0; round < 400 && stalled < 10; ++round) {
+        stalled = tx.push() ? 0 : stalled + 1;
+        f.spin(2);
+    }
+    REQUIRE(stalled >= 10);
+    const uint64_t before = tx.sent;
+    const auto start = std::chrono::steady_clock::now();
+    const auto until = start + 2 * FramedConn::kHoqLifetime + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < until && !(sw.drops(Drop::QueueFull) > 0 && tx.sent > before + 100)) {
+        tx.push();
+        f.spin(5);
+    }
+    // (the lifetime counts from b's last progress, a little before start)
+    CHECK(std::chrono::steady_clock::now() - start >= FramedConn::kHoqLifetime / 2);
+    CHECK(tx.sent > before + 100);
+    CHECK(sw.drops(Drop::QueueFull) > 0);
+    CHECK(sw.port(2).ctr.xmit_discards == sw.drops(Drop::QueueFull));
+    CHECK(f.log.contains("head-of-queue lifetime"));
 }

@@ -179,15 +179,7 @@ TEST_CASE("robust: random bytes, bad lengths and floods on every socket end noth
     // The other guests' traffic still flows: a packet from port 1 to port 2 ...
     b.drain(d, 2);
     b.frames();
-    iba::PacketSpec s;
-    s.dlid = 3;
-    s.slid = 2;
-    s.opcode = iba::kUd | iba::kSendOnly;
-    s.dqpn = 0x42;
-    uint8_t deth[8] = {};
-    std::vector<uint8_t> payload(256, 0x5a);
-    const auto pkt = iba::build(s, deth, payload);
-    const Frame f = make_packet_frame(0x1234, pkt);
+    const Frame f = make_packet_frame(0x1234, ud_send(3, 256));
     a.frame(*f);
     CHECK_FALSE(b.drain(d));
     const auto got = b.frames();
