@@ -37,6 +37,12 @@ class CHost final : public hca::Host {
         }
     }
     void port_tx_drop() override { writer.drop_packets(); }
+    size_t port_tx_backlog(unsigned) const override { return writer.pending().size(); }
+    void port_rx_resume(unsigned port) override {
+        if (ops_.port_rx_ready) {
+            ops_.port_rx_ready(opaque_, port);
+        }
+    }
     bool logs_guest_errors() const override { return ops_.guest_error != nullptr; }
     void guest_error(const std::string &msg) override { ops_.guest_error(opaque_, msg.c_str()); }
 
@@ -150,6 +156,7 @@ void hca_model_port_connected(HcaModel *m, unsigned port) {
         h.connected = true;
         h.reader.clear();
         h.writer.clear();
+        m->dev.port_tx_done();
         const iba::link::Hello hello = m->dev.hello(port);
         m->dev.trace(hca::kTrPort, "link: connected to the fabric; hello node_guid=0x{:016x} port_guid=0x{:016x} port={}",
                      hello.node_guid, hello.port_guid, hello.port_num);
@@ -185,7 +192,14 @@ size_t hca_model_port_tx_peek(HcaModel *m, unsigned port, const void **bytes) {
 void hca_model_port_tx_done(HcaModel *m, unsigned port, size_t n) {
     if (port == 1) {
         m->host.writer.consumed(n);
+        guarded(m, "port_tx_done", [&] { m->dev.port_tx_done(); });
     }
+}
+
+size_t hca_model_port_rx_room(HcaModel *m, unsigned port) {
+    size_t room = 0;
+    guarded(m, "port_rx_room", [&] { room = port == 1 ? m->dev.port_rx_room() : 0; });
+    return room;
 }
 
 void hca_model_port_link(HcaModel *m, unsigned port, bool up) {
@@ -195,6 +209,7 @@ void hca_model_port_link(HcaModel *m, unsigned port, bool up) {
             m->host.writer.clear();
             m->host.reader.clear();
             m->dev.trace(hca::kTrPort, "link: the connection to the fabric is lost");
+            m->dev.port_tx_done();
         }
         m->dev.port_link(port, up);
     });

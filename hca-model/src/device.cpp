@@ -108,6 +108,8 @@ void Device::drop_objects() {
     sync_timer();
     doorbells_.clear();
     rx_.clear();
+    rx_bytes_ = 0;
+    tx_waiting_ = false;
     packet_pool_.clear();
     qps.reset();
     srqs.reset();
@@ -187,6 +189,7 @@ void Device::halt(const std::function<std::string()> &why) noexcept {
     try {
         doorbells_.clear();
         rx_.clear();
+        rx_bytes_ = 0;
         timers_.clear();
         sync_timer();
         if (why) {
@@ -318,21 +321,76 @@ void Device::run() {
         for (uint32_t n = 0; !rx_.empty() && budget_left() && n < kRunPackets / 2; ++n) {
             Packet pkt = std::move(rx_.front());
             rx_.pop_front();
+            rx_bytes_ -= pkt.bytes.size();
             receive(pkt);
             recycle(std::move(pkt));
         }
         // One ACK per QP for what this batch brought (IBA 9.7.5.1.1).
         qps.pay_acks();
         // Every write of the batch is in, so BlueFlame copies are whole.
-        qps.process_pending();
-        if (rx_.empty() && !qps.sq_work() && doorbells_.empty()) {
+        if (!link_tx_full()) {
+            qps.process_pending();
+        }
+        if (rx_.empty() && (!qps.sq_work() || tx_waiting_) && doorbells_.empty()) {
             break;
         }
     }
-    if (!rx_.empty() || qps.sq_work() || !doorbells_.empty()) {
+    if (!rx_.empty() || (qps.sq_work() && !tx_waiting_) || !doorbells_.empty()) {
         schedule();
     }
+    if (rx_refused_ && rx_bytes_ <= kRxLow) {
+        rx_refused_ = false;
+        trace(kTrPort, "link: receiving again ({} bytes waiting)", rx_bytes_);
+        host_.port_rx_resume(1);
+    }
     tracer_.flush();
+}
+
+// The send queues wait while the link holds kTxHigh bytes or more.
+bool Device::link_tx_full() {
+    if (!cfg_.fabric) {
+        return false;
+    }
+    const size_t backlog = host_.port_tx_backlog(1);
+    if (tx_waiting_) {
+        if (backlog > kTxLow) {
+            return true;
+        }
+        tx_waiting_ = false;
+        trace(kTrPort, "link: the link took the backlog; the send queues run again");
+        return false;
+    }
+    if (backlog < kTxHigh) {
+        return false;
+    }
+    tx_waiting_ = true;
+    ++counters.tx_waits;
+    trace(kTrPort, "link: {} bytes wait for the link; the send queues wait until it takes them", backlog);
+    return true;
+}
+
+// The host wrote (or forgot) queued bytes: the send queues may go on.
+void Device::port_tx_done() {
+    if (tx_waiting_ && !link_tx_full() && qps.sq_work()) {
+        schedule();
+    }
+}
+
+size_t Device::port_rx_room() {
+    if (rx_bytes_ < kRxHigh) {
+        return kRxHigh - rx_bytes_;
+    }
+    if (!rx_refused_) {
+        rx_refused_ = true;
+        ++counters.rx_waits;
+        trace(kTrPort, "link: {} received bytes wait; taking no more until they are handled", rx_bytes_);
+    }
+    return 0;
+}
+
+void Device::rx_push(Packet &&pkt) {
+    rx_bytes_ += pkt.bytes.size();
+    rx_.push_back(std::move(pkt));
 }
 
 Packet Device::new_packet() {
@@ -397,7 +455,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         // The HCA loops packets for its own LID and its multicast groups back
         // to the receive side itself.
         ++counters.packets_looped;
-        rx_.push_back(local ? std::move(pkt) : pkt);
+        rx_push(local ? std::move(pkt) : Packet(pkt));
         rx_.back().looped = true;
         if (local) {
             return;
@@ -423,7 +481,7 @@ void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
         Packet pkt = new_packet();
         pkt.id = f.packet_id;
         pkt.bytes.assign(f.body.begin(), f.body.end());
-        rx_.push_back(std::move(pkt));
+        rx_push(std::move(pkt));
         schedule();
         return;
     }
@@ -535,10 +593,10 @@ std::string Device::info() {
     s += mkeys.info();
     s += fmt::format(
         "counters: commands={} command_errors={} eqes={} msix={} doorbells={} guest_errors={} packets_tx={} "
-        "packets_rx={} packets_looped={} packets_dropped={}\n",
+        "packets_rx={} packets_looped={} packets_dropped={} link_tx_waits={} link_rx_waits={}\n",
         counters.commands, counters.command_errors, counters.eqes, counters.msix, counters.doorbells,
         counters.guest_errors, counters.packets_tx, counters.packets_rx, counters.packets_looped,
-        counters.packets_dropped);
+        counters.packets_dropped, counters.tx_waits, counters.rx_waits);
     return s;
 }
 

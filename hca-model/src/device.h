@@ -123,6 +123,18 @@ class Device {
     static constexpr uint32_t kRunPackets = 256;
     static constexpr uint64_t kRunBytes = uint64_t{1} << 20;
     static constexpr uint32_t kRunWqes = 256;
+    // The link's flow control, as credits keep a real link lossless: the
+    // send queues wait while the host holds more than kTxHigh bytes for the
+    // link and run again below kTxLow (port_tx_done); received bytes are
+    // refused above kRxHigh waiting (port_rx_room) until they are below
+    // kRxLow (Host::port_rx_resume).  Responses and acknowledgements are
+    // never held back, so two ports sending to each other cannot deadlock.
+    static constexpr size_t kTxHigh = size_t{1} << 20;
+    static constexpr size_t kTxLow = size_t{256} << 10;
+    static constexpr size_t kRxHigh = size_t{1} << 20;
+    static constexpr size_t kRxLow = size_t{512} << 10;
+    size_t port_rx_room();
+    void port_tx_done();
     bool budget_left() const {
         return run_packets_ < kRunPackets && run_bytes_ < kRunBytes && run_wqes_ < kRunWqes;
     }
@@ -170,6 +182,8 @@ class Device {
         uint64_t packets_rx = 0;
         uint64_t packets_looped = 0;
         uint64_t packets_dropped = 0;
+        uint64_t tx_waits = 0;  // times the send queues waited for the link
+        uint64_t rx_waits = 0;  // times received bytes were refused
     } counters;
 
   private:
@@ -206,6 +220,11 @@ class Device {
     };
     std::deque<Doorbell> doorbells_;
     std::deque<Packet> rx_;  // packets waiting for the receive side
+    size_t rx_bytes_ = 0;     // their bytes
+    bool rx_refused_ = false;  // port_rx_room() said 0 since the last resume
+    bool tx_waiting_ = false;  // the send queues wait for the link
+    bool link_tx_full();
+    void rx_push(Packet &&pkt);
     // Buffers of finished packets (new_packet/recycle), at most
     // kPacketPool of them, each no larger than the largest packet.
     static constexpr size_t kPacketPool = 256;

@@ -28,6 +28,12 @@ class Host {
     // Forget every packet queued by port_tx and not yet sent: after a
     // reset or teardown nothing of the old function goes out.
     virtual void port_tx_drop() = 0;
+    // Bytes of port's stream queued and not yet written: the link's flow
+    // control (Device::kTxHigh).  A host that writes at once has none.
+    virtual size_t port_tx_backlog(unsigned) const { return 0; }
+    // The model refused received bytes (Device::port_rx_room() was 0) and
+    // has room again: the host may read its link again.
+    virtual void port_rx_resume(unsigned) {}
     // Whether the host logs guest errors itself (Device::guest_error then
     // formats each one for guest_error(), within its rate budget).
     virtual bool logs_guest_errors() const { return false; }

@@ -189,8 +189,15 @@ static int mlx5_hca_link_can_read(void *opaque)
 {
     Mlx5HcaState *s = opaque;
 
-    /* The model buffers a partial frame itself: take whatever comes. */
-    return s->link.up ? 65536 : 0;
+    /*
+     * The model buffers a partial frame itself; it takes nothing while it
+     * is behind with what it received (port_rx_ready says when to go on),
+     * so the fabric holds the sender back instead of dropping.
+     */
+    if (!s->link.up) {
+        return 0;
+    }
+    return MIN(hca_model_port_rx_room(s->model, 1), 65536);
 }
 
 static void mlx5_hca_link_read(void *opaque, const uint8_t *buf, int size)
@@ -280,6 +287,15 @@ static void mlx5_hca_port_tx_ready(void *opaque, unsigned port)
     mlx5_hca_link_flush(opaque);
 }
 
+static void mlx5_hca_port_rx_ready(void *opaque, unsigned port)
+{
+    Mlx5HcaState *s = opaque;
+
+    if (s->link.up) {
+        qemu_chr_fe_accept_input(&s->chr);
+    }
+}
+
 /* The model also writes these to its own trace (category guest_err). */
 static void mlx5_hca_guest_error(void *opaque, const char *msg)
 {
@@ -295,6 +311,7 @@ static const HcaHostOps mlx5_hca_host_ops = {
     .clock_ns = mlx5_hca_clock_ns,
     .port_tx_ready = mlx5_hca_port_tx_ready,
     .guest_error = mlx5_hca_guest_error,
+    .port_rx_ready = mlx5_hca_port_rx_ready,
 };
 
 static void mlx5_hca_bh(void *opaque)

@@ -48,6 +48,8 @@ struct CModel {
             .timer_mod = [](void *, int64_t) {},
             .clock_ns = [](void *o) { return static_cast<CModel *>(o)->clock; },
             .port_tx_ready = nullptr,
+            .guest_error = nullptr,
+            .port_rx_ready = nullptr,
         };
         char err[256] = "";
         m = hca_model_new(&ops, this, nullptr, err, sizeof(err));

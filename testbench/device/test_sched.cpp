@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "iba/link.h"
 #include "pair.h"
 
 using namespace hcatest;
@@ -167,4 +168,65 @@ TEST_CASE("send queues take turns: many QPs with long messages all progress in o
         ++done;
     }
     CHECK(done == 4);
+}
+
+TEST_CASE("flow control: send queues wait for a backed-up link, a device behind refuses received bytes", "[sched][link]") {
+    Pair p(hca::kQpUc);
+    FakeHost &ha = p.w.a.host;
+    for (uint32_t i = 0; i < 4; ++i) {
+        p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + i * 1024, 1024);
+    }
+    // The link has not written a MiB yet: four SENDs are posted and rung,
+    // and nothing goes out.
+    ha.backlog = hca::Device::kTxHigh;
+    for (uint32_t i = 0; i < 4; ++i) {
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova + i * 1024, 1024}}});
+    }
+    CHECK(ha.tx.empty());
+    CHECK(p.w.a.dev.qps.sq_work());
+    CHECK(p.w.a.dev.counters.tx_waits == 1);
+    CHECK(!p.a.d.next_cqe(p.a.scq));
+    // Written down to just above the low-water mark: still waiting.
+    ha.backlog = hca::Device::kTxLow + 1;
+    ha.scheduled = false;
+    p.w.a.dev.port_tx_done();
+    CHECK(!ha.scheduled);
+    p.w.a.pump();
+    CHECK(ha.tx.empty());
+    // Below it: the device asks to run and the SENDs go, none lost.
+    ha.backlog = hca::Device::kTxLow;
+    p.w.a.dev.port_tx_done();
+    CHECK(ha.scheduled);
+    p.w.pump();
+    CHECK(p.w.dropped == 0);
+    int sent = 0, received = 0;
+    while (p.a.d.next_cqe(p.a.scq)) {
+        ++sent;
+    }
+    while (auto c = p.b.d.next_cqe(p.b.rcq)) {
+        CHECK(be32(*c, 0x2c) == 1024);
+        ++received;
+    }
+    CHECK(sent == 4);
+    CHECK(received == 4);
+    CHECK(p.w.a.dev.counters.tx_waits == 1);
+
+    // The receiving side: frames arrive faster than it runs. Past
+    // kRxHigh bytes waiting it takes no more, once it has handled them
+    // it says so (once), and it has its room back.
+    hca::Device &db = p.w.b.dev;
+    std::vector<uint8_t> frame(iba::link::kHeader + 4096, 0);
+    iba::link::put_header(frame.data(), iba::link::kPacket, 0, 7);
+    size_t fed = 0;
+    while (db.port_rx_room() > 0 && fed < 10000) {
+        db.port_rx(1, frame.data(), frame.size());
+        ++fed;
+    }
+    CHECK(fed == hca::Device::kRxHigh / 4096);
+    CHECK(db.port_rx_room() == 0);
+    CHECK(db.counters.rx_waits == 1);
+    CHECK(p.w.b.host.rx_resumes == 0);
+    p.w.b.pump();
+    CHECK(p.w.b.host.rx_resumes == 1);
+    CHECK(db.port_rx_room() == hca::Device::kRxHigh);
 }

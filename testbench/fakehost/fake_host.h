@@ -44,6 +44,8 @@ class FakeHost final : public hca::Host {
     int64_t now_ns() override { return clock; }
     void port_tx(unsigned port, std::span<const uint8_t> head, std::span<const uint8_t> body) override;
     void port_tx_drop() override { ++tx_drops; }
+    size_t port_tx_backlog(unsigned) const override { return backlog; }
+    void port_rx_resume(unsigned) override { ++rx_resumes; }
 
     int64_t clock = 1'000'000'000;
     bool scheduled = false;
@@ -55,6 +57,8 @@ class FakeHost final : public hca::Host {
     // frame once warm: the benchmark times the link with the model).
     std::vector<std::vector<uint8_t>> spare;
     unsigned tx_drops = 0;                 // port_tx_drop() calls (resets, teardowns)
+    size_t backlog = 0;                    // bytes the fake link has not written (flow control)
+    unsigned rx_resumes = 0;               // port_rx_resume() calls
 
     // Every DMA, MSI-X message and transmitted frame of the device while
     // recording (teardown tests: nothing may touch the host after the

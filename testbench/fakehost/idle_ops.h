@@ -20,6 +20,7 @@ inline HcaHostOps idle_host_ops() {
         .clock_ns = [](void *) { return int64_t{0}; },
         .port_tx_ready = nullptr,
         .guest_error = nullptr,
+        .port_rx_ready = nullptr,
     };
 }
 

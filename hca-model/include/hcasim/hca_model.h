@@ -53,6 +53,10 @@ typedef struct HcaHostOps {
      * one line without a newline, at most 100 a second, whether or not
      * the model's trace records it (QEMU: LOG_GUEST_ERROR). NULL: none. */
     void (*guest_error)(void *opaque, const char *msg);
+    /* hca_model_port_rx_room() was 0 and the model has room again: the
+     * host reads port's stream again (QEMU: qemu_chr_fe_accept_input).
+     * NULL: the host polls hca_model_port_rx_room() itself. */
+    void (*port_rx_ready)(void *opaque, unsigned port);
 } HcaHostOps;
 
 typedef struct HcaModelConfig {
@@ -102,6 +106,12 @@ void hca_model_timer(HcaModel *m);
  * hca_model_port_link(m, port, false).
  * hca_model_port_tx_peek/_done: the bytes waiting to be written (valid
  * until the next call into the model) and how many of them were written.
+ * While many bytes wait, the model's send queues wait too (flow control:
+ * a link that cannot write slows the device down instead of losing
+ * packets).
+ * hca_model_port_rx_room: how many more bytes the model takes now; 0
+ * while it is behind with what it received (the host stops reading the
+ * stream, so the fabric holds the sender back, until port_rx_ready).
  * hca_model_port_link: down: the stream was lost (its queue is dropped);
  * without a fabric, tests force the physical link up or down.
  */
@@ -111,6 +121,7 @@ bool hca_model_port_rx(HcaModel *m, unsigned port, const void *bytes,
 size_t hca_model_port_tx_peek(HcaModel *m, unsigned port,
                               const void **bytes);
 void hca_model_port_tx_done(HcaModel *m, unsigned port, size_t n);
+size_t hca_model_port_rx_room(HcaModel *m, unsigned port);
 void hca_model_port_link(HcaModel *m, unsigned port, bool up);
 
 /* Change the trace categories at run time (same syntax as trace_filter). */
