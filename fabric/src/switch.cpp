@@ -453,6 +453,13 @@ void IbSwitch::deliver_gsi(Ingress &in, Verdict &v) {
         drop(in, v, Drop::BadPkey);
         return;
     }
+    if (m[mad::kMgmtClass] == mad::kClassPerf) {
+        // The switch's own PMA answers, SM or not.
+        v.local = true;
+        ++local_delivered_;
+        loop_.post([this, a, m] { pma(a, m); });
+        return;
+    }
     if (!gsi_handler_) {
         drop(in, v, Drop::NoQp);
         return;

@@ -241,6 +241,7 @@ class IbSwitch {
     void process_dr_smp(Ingress &in, Mad &m, Verdict &v);
     void process_data(Ingress &in, Verdict &v);
     void deliver_gsi(Ingress &in, Verdict &v);
+    void pma(const MadAddress &from, const Mad &req);  // switch_pma.cpp
     void deliver_smp_local(Ingress &in, const Mad &m, bool to_sm, Verdict &v);
     // Sends a copy of the ingress packet with a new MAD (and LRH LIDs).
     Frame rebuilt_smp(const Ingress &in, const Mad &m, uint16_t dlid, uint16_t slid);

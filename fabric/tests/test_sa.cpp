@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "fixture.h"
+#include "iba/pma.h"
 #include "sa_records.h"
 #include "smp_agent.h"
 
@@ -411,14 +412,14 @@ TEST_CASE_METHOD(SaFixture, "SA: errors and other classes", "[sa]") {
     CHECK(ask(f.ca(1), mad::kSet, mad::sa::kInformInfo, 0, {}).status == mad::kStatusUnsupportedMethodAttr);
     CHECK(ask(f.ca(1), mad::kSet, mad::sa::kNodeRecord, 0, {}).status == mad::kStatusUnsupportedMethodAttr);
     CHECK(ask(f.ca(1), mad::kSend, mad::sa::kNodeRecord, 0, {}).status == mad::kStatusUnsupportedMethod);
-    // A PMA Get(PortCounters) to the switch LID: no such agent.
+    // A PMA attribute the switch's PMA does not have (PortSamplesControl).
     Mad pma{};
     pma[mad::kBaseVersion] = 1;
     pma[mad::kMgmtClass] = mad::kClassPerf;
     pma[mad::kClassVersion] = 1;
     pma[mad::kMethod] = mad::kGet;
     set64(pma, mad::kTid, 0x9999);
-    set16(pma, mad::kAttrId, 0x12);
+    set16(pma, mad::kAttrId, mad::perf::kPortSamplesControl);
     f.ca(1).send_gmp(pma, 1);
     f.run(1000);
     const auto *r = f.ca(1).response_for(0x9999);
@@ -582,4 +583,71 @@ TEST_CASE("SA: RMPP PayloadLength and flags of each segment", "[sa][rmpp]") {
     CHECK(s.active() == 0);
     CHECK(sent.back()[r + mad::sa::kRmppType] == 4);
     CHECK(sent.back()[r + mad::sa::kRmppStatus] == kRmppStatusS2B);
+}
+
+TEST_CASE_METHOD(SaFixture, "switch PMA: perfquery's PortCounters per port, AllPortSelect, reset", "[pma]") {
+    FakeCa &ca = *f.cas[0];
+    IbSwitch &sw = f.fabric->sw();
+    auto ask_pma = [&](uint8_t method, uint16_t attr, uint8_t port, uint16_t select = 0, uint8_t select2 = 0) {
+        Mad m{};
+        m[mad::kBaseVersion] = 1;
+        m[mad::kMgmtClass] = mad::kClassPerf;
+        m[mad::kClassVersion] = 1;
+        m[mad::kMethod] = method;
+        static uint64_t tid = 0x77000;
+        hca::store_be64(&m[mad::kTid], ++tid);
+        hca::store_be16(&m[mad::kAttrId], attr);
+        m[mad::perf::kData + 1] = port;
+        hca::store_be16(&m[mad::perf::kData + 2], select);
+        m[mad::perf::kData + 18] = select2;
+        ca.send_gmp(m, sw.lid());
+        f.run(50000);
+        const FakeCa::SaResponse *r = ca.response_for(tid);
+        REQUIRE(r);
+        CHECK(r->method == (mad::kGet | mad::kResp));  // GetResp, to a Set too
+        return *r;
+    };
+    const uint8_t *d = nullptr;
+    auto r = ask_pma(mad::kGet, mad::perf::kClassPortInfo, 0);
+    CHECK(r.status == 0);
+    CHECK(hca::load_be16(&r.header[mad::perf::kData + 2]) & iba::pma::kCapXmitWait);
+
+    // What `fabric_ctl ports` shows for port 2 is what perfquery reads.
+    PortCounters &c2 = sw.port(2).ctr;
+    c2.xmit_wait = 5;
+    c2.xmit_discards = 3;
+    REQUIRE(c2.xmit_packets > 0);
+    r = ask_pma(mad::kGet, mad::perf::kPortCounters, 2);
+    REQUIRE(r.status == 0);
+    d = &r.header[mad::perf::kData];
+    CHECK(d[1] == 2);
+    CHECK(hca::load_be16(d + 14) == 3);
+    CHECK(hca::load_be32(d + 40) == 5);
+    CHECK(hca::load_be32(d + 32) == std::min<uint64_t>(c2.xmit_packets, 0xffffffff));
+    CHECK(hca::load_be32(d + 24) == c2.xmit_bytes / 4);
+
+    // AllPortSelect sums the external ports.
+    sw.port(3).ctr.xmit_wait = 2;
+    r = ask_pma(mad::kGet, mad::perf::kPortCounters, 0xff);
+    REQUIRE(r.status == 0);
+    CHECK(hca::load_be32(&r.header[mad::perf::kData + 40]) == 7);
+
+    // Reset (perfquery -R): CounterSelect and CounterSelect2 clear port 2 only.
+    r = ask_pma(mad::kSet, mad::perf::kPortCounters, 2, 0xffff, 0x01);
+    REQUIRE(r.status == 0);
+    CHECK(c2.xmit_wait == 0);
+    CHECK(c2.xmit_discards == 0);
+    CHECK(sw.port(3).ctr.xmit_wait == 2);
+
+    // Extended counters are 64-bit.
+    c2.rcv_packets = 0x123456789ull;
+    r = ask_pma(mad::kGet, mad::perf::kPortCountersExtended, 2);
+    REQUIRE(r.status == 0);
+    CHECK(hca::load_be64(&r.header[mad::perf::kData + 32]) == 0x123456789ull);
+
+    // A port the switch does not have.
+    r = ask_pma(mad::kGet, mad::perf::kPortCounters, 9);
+    CHECK(r.status == mad::kStatusInvalidField);
+    r = ask_pma(mad::kGet, mad::perf::kPortCounters, 0);
+    CHECK(r.status == mad::kStatusInvalidField);
 }

@@ -1,10 +1,11 @@
 // libFuzzer target: the fabric's management agents (fabric/src/):
-// the switch SMA, the SM's handling of answers and traps, the SA and its
-// RMPP sender.  A fabric with the built-in SM and three fake CAs is swept
+// the switch SMA and PMA, the SM's handling of answers and traps, the SA
+// and its RMPP sender.  A fabric with the built-in SM and three fake CAs is swept
 // once; each input is a sequence of MADs sent from a CA (or the switch's
 // own port), built from choices — SMPs LID-routed or directed-route with
 // paths and hop fields, SA Get/GetTable/Set/Delete of every record type
-// with component masks and record bytes, RMPP DATA/ACK/STOP/ABORT with
+// with component masks and record bytes, PMA Get/Set of the counters with
+// any PortSelect and CounterSelect, RMPP DATA/ACK/STOP/ABORT with
 // segment numbers and window — addressed to the switch LID, the SM, a CA
 // or the permissive LID, with clock jumps (RMPP and SM timeouts).  The
 // fabric is built again every few thousand inputs, so state an input left
@@ -110,6 +111,18 @@ void sa(Input &in, Mad &m) {
     in.bytes(m.data() + mad::sa::kData, in.u8() < 200 ? in.u8() % 72 : mad::sa::kDataSize);
 }
 
+// A PMA Get/Set (class 0x04): the switch's PMA and the counters it reads.
+void pma(Input &in, Mad &m) {
+    static constexpr uint16_t kPmaAttrs[] = {mad::perf::kClassPortInfo, mad::perf::kPortSamplesControl,
+                                             mad::perf::kPortCounters, mad::perf::kPortCountersExtended};
+    m[mad::kMgmtClass] = mad::kClassPerf;
+    m[mad::kClassVersion] = in.u8() < 250 ? 1 : in.u8();
+    hca::store_be16(m.data() + mad::kAttrId, in.u8() < 240 ? in.pick(kPmaAttrs) : in.u16());
+    m[mad::perf::kData + 1] = in.u8() < 200 ? in.u8() % 6 : (in.flag() ? 0xff : in.u8());
+    hca::store_be16(m.data() + mad::perf::kData + 2, in.u16());
+    m[mad::perf::kData + 18] = in.u8();
+}
+
 // One MAD packet from a CA (or the switch port) to a chosen destination.
 void send(World &w, Input &in) {
     Mad m{};
@@ -120,8 +133,10 @@ void send(World &w, Input &in) {
     const bool to_qp0 = in.flag();
     if (to_qp0) {
         smp(in, m);
-    } else {
+    } else if (in.u8() < 200) {
         sa(in, m);
+    } else {
+        pma(in, m);
     }
     hcafuzz::patch(in, m, 2);
     const uint8_t from = in.u8() % 4;

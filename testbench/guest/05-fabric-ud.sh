@@ -55,6 +55,17 @@ check "ibnetdiscover: both HCAs ($(grep -c '^Ca' /tmp/ibnd.txt))" test "$(grep -
 check_no_grep "ibnetdiscover: no MAD errors" 'bad status|timeout|failed' /tmp/ibnd.txt
 perfquery "$peer_lid" 1 > /tmp/pq.txt 2>&1
 check_grep "perfquery of the peer's port" 'PortRcvPkts:\.*[0-9]' /tmp/pq.txt
+# The switch's own PMA: the counters of the switch port this node hangs off
+# (the port the switch heard the DR SMP on), as `fabric_ctl ports` shows them.
+swport=$(sed -n 's/^LocalPort:\.*\([0-9]*\).*/\1/p' /tmp/sw.txt)
+swlid=$(sminfo 2>/dev/null | sed -n 's/.*sm lid \([0-9]*\).*/\1/p')
+perfquery "$swlid" "$swport" > /tmp/pqs.txt 2>&1
+sed 's/^/# /' /tmp/pqs.txt | grep -E 'Port(Xmit|Rcv)Pkts|PortXmitWait|PortXmitDiscards'
+check_grep "perfquery of switch LID ${swlid:-?} port ${swport:-?}: packets it sent this node" \
+    'PortXmitPkts:\.*[1-9]' /tmp/pqs.txt
+check_grep "perfquery of the switch port: PortXmitWait (flow control) is reported" 'PortXmitWait:\.*[0-9]' /tmp/pqs.txt
+perfquery -x "$swlid" "$swport" > /tmp/pqx.txt 2>&1
+check_grep "perfquery -x of the switch port: 64-bit data counters" 'PortXmitData:\.*[1-9]' /tmp/pqx.txt
 
 # ibv_ud_pingpong: node 1 serves, node 0 connects over the management network.
 pingpong() {

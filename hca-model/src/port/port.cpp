@@ -6,6 +6,7 @@
 
 #include "be.h"
 #include "device.h"
+#include "iba/pma.h"
 
 namespace hca {
 
@@ -376,89 +377,27 @@ uint16_t Port::sma(const Mad &in, Mad &out, bool ignore_mkey) {
 // --- PMA (IBA 16.1) -------------------------------------------------------
 
 uint16_t Port::pma(const Mad &in, Mad &out) {
-    const uint8_t method = in[mad::kMethod];
-    const uint16_t attr = load_be16(in.data() + mad::kAttrId);
-    uint8_t *d = out.data() + mad::perf::kData;
-    if (in[mad::kClassVersion] != 1) {
-        return mad::kStatusBadVersion;
-    }
-    if (method != mad::kGet && method != mad::kSet) {
-        return mad::kStatusUnsupportedMethod;
-    }
-    auto sat32 = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, 0xffffffffu)); };
-    auto sat16 = [](uint64_t v) { return static_cast<uint16_t>(std::min<uint64_t>(v, 0xffff)); };
-    auto sat8 = [](uint64_t v) { return static_cast<uint8_t>(std::min<uint64_t>(v, 0xff)); };
-    switch (attr) {
-    case mad::perf::kClassPortInfo:
-        if (method != mad::kGet) {
-            return mad::kStatusUnsupportedMethodAttr;
-        }
-        std::memset(d, 0, 64);
-        d[0] = 1;  // BaseVersion
-        d[1] = 1;  // ClassVersion
-        // CapabilityMask: AllPortSelect, PortCountersExtended (extended width)
-        store_be16(d + 2, 1u << 8 | 1u << 9);
-        store_be32(d + 4, 18);  // RespTimeValue
-        return mad::kStatusOk;
-    case mad::perf::kPortCounters: {
-        const uint8_t port = in[mad::perf::kData + 1];
-        if (port != num_ && port != 0xff && port != 0) {
-            return mad::kStatusInvalidField;
-        }
-        if (method == mad::kSet) {
-            const uint16_t sel = load_be16(in.data() + mad::perf::kData + 2);
-            if (sel & 0x0004) counters_.link_downed = 0;
-            if (sel & 0x0008) counters_.rcv_errors = 0;
-            if (sel & 0x0040) counters_.xmit_discards = 0;
-            if (sel & 0x0800) counters_.vl15_dropped = 0;
-            if (sel & 0x1000) counters_.xmit_data = 0;
-            if (sel & 0x2000) counters_.rcv_data = 0;
-            if (sel & 0x4000) counters_.xmit_pkts = 0;
-            if (sel & 0x8000) counters_.rcv_pkts = 0;
-        }
-        std::memset(d, 0, 64);
-        d[1] = port;
-        d[7] = sat8(counters_.link_downed);
-        store_be16(d + 8, sat16(counters_.rcv_errors));
-        store_be16(d + 14, sat16(counters_.xmit_discards));
-        store_be16(d + 22, sat16(counters_.vl15_dropped));
-        store_be32(d + 24, sat32(counters_.xmit_data / 4));
-        store_be32(d + 28, sat32(counters_.rcv_data / 4));
-        store_be32(d + 32, sat32(counters_.xmit_pkts));
-        store_be32(d + 36, sat32(counters_.rcv_pkts));
-        return mad::kStatusOk;
-    }
-    case mad::perf::kPortCountersExtended: {
-        const uint8_t port = in[mad::perf::kData + 1];
-        if (port != num_ && port != 0xff && port != 0) {
-            return mad::kStatusInvalidField;
-        }
-        if (method == mad::kSet) {
-            const uint16_t sel = load_be16(in.data() + mad::perf::kData + 2);
-            if (sel & 0x01) counters_.xmit_data = 0;
-            if (sel & 0x02) counters_.rcv_data = 0;
-            if (sel & 0x04) counters_.xmit_pkts = 0;
-            if (sel & 0x08) counters_.rcv_pkts = 0;
-            if (sel & 0x10) counters_.unicast_xmit = 0;
-            if (sel & 0x20) counters_.unicast_rcv = 0;
-            if (sel & 0x40) counters_.multicast_xmit = 0;
-            if (sel & 0x80) counters_.multicast_rcv = 0;
-        }
-        std::memset(d, 0, 72);
-        d[1] = port;
-        store_be64(d + 8, counters_.xmit_data / 4);
-        store_be64(d + 16, counters_.rcv_data / 4);
-        store_be64(d + 24, counters_.xmit_pkts);
-        store_be64(d + 32, counters_.rcv_pkts);
-        store_be64(d + 40, counters_.unicast_xmit);
-        store_be64(d + 48, counters_.unicast_rcv);
-        store_be64(d + 56, counters_.multicast_xmit);
-        store_be64(d + 64, counters_.multicast_rcv);
-        return mad::kStatusOk;
-    }
-    default:
-        return mad::kStatusUnsupportedMethodAttr;
-    }
+    // An HCA port answers for itself (PortSelect its number, 0 or 0xff).
+    return iba::pma::answer(in, out, iba::pma::kCapAllPortSelect | iba::pma::kCapExtendedWidth,
+                            [this](uint8_t port, iba::pma::CounterRefs &r) {
+                                if (port != num_ && port != 0) {
+                                    return false;
+                                }
+                                PortCounters &c = counters_;
+                                r.link_downed = &c.link_downed;
+                                r.rcv_errors = &c.rcv_errors;
+                                r.xmit_discards = &c.xmit_discards;
+                                r.vl15_dropped = &c.vl15_dropped;
+                                r.xmit_data = &c.xmit_data;
+                                r.rcv_data = &c.rcv_data;
+                                r.xmit_pkts = &c.xmit_pkts;
+                                r.rcv_pkts = &c.rcv_pkts;
+                                r.unicast_xmit = &c.unicast_xmit;
+                                r.unicast_rcv = &c.unicast_rcv;
+                                r.multicast_xmit = &c.multicast_xmit;
+                                r.multicast_rcv = &c.multicast_rcv;
+                                return true;
+                            });
 }
 
 void Port::cmd_mad_ifc(CmdCtx &c) {
