@@ -17,15 +17,16 @@ import time
 import unittest
 from pathlib import Path
 
-from hcasim import clues, fuzz, pci_fault, postmortem, rundir, vm
+from hcasim import clues, fuzz, hostcpu, pci_fault, postmortem, rundir, vm
 
 
 class FakeFabric(threading.Thread):
-    """A control socket that answers every line with "ok" and keeps the lines."""
+    """A control socket that answers every line with reply ("ok") and keeps the lines."""
 
-    def __init__(self, path):
+    def __init__(self, path, reply=b"ok\n"):
         super().__init__(daemon=True)
         self.lines = []
+        self.reply = reply
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(str(path))
         self.srv.listen()
@@ -46,7 +47,7 @@ class FakeFabric(threading.Thread):
                         break
                     data += chunk
                 self.lines.append(data.decode(errors="replace"))
-                c.sendall(b"ok\n")
+                c.sendall(self.reply)
 
 
 class RelayBase(unittest.TestCase):
@@ -289,6 +290,43 @@ class PciFaultTest(unittest.TestCase):
         ok, text = pci_fault.pci_fault(self.sock, self.run_dir, 0, "pci-unplug")
         self.assertFalse(ok)
         self.assertIn("not found", text)
+
+
+class HostCpuTest(unittest.TestCase):
+    """host-cpu.txt: a node's QEMU main-loop and vCPU time per packet its
+    device handled (counters through QMP), the fabric's per packet it
+    forwarded (its control socket)."""
+
+    def test_sample_and_report(self):
+        tmp = Path(tempfile.mkdtemp(prefix="hcasim-cpu-"))
+        self.addCleanup(shutil.rmtree, tmp)
+        q = FakeQmp(tmp / "qmp.sock", {"qom-get": "counters: commands=9 packets_tx=1000 packets_rx=3000 "
+                                                  "packets_looped=5 packets_dropped=0\n"})
+        q.start()
+        self.addCleanup(setattr, q, "stopping", True)
+        fab = FakeFabric(tmp / "ctl.sock", b"switch: forwarded=4000 local=2 dropped=0\nok\n")
+        fab.start()
+        self.addCleanup(setattr, fab, "stopping", True)
+        # A stand-in for QEMU: its main thread burns 0.5 s of CPU, then waits.
+        proc = subprocess.Popen([sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
+                                 "while time.process_time() - t < 0.5: pass\nprint(flush=True)\nsys.stdin.read()\n"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        proc.stdout.readline()
+        s = hostcpu.qemu_sample(proc.pid, tmp / "qmp.sock")
+        self.assertGreaterEqual(s["main"], 0.4, s)
+        self.assertEqual(s["vcpu"], 0.0)
+        self.assertEqual((s["tx"], s["rx"], s["looped"]), (1000, 3000, 5))
+        cpu, forwarded = hostcpu.fabric_sample(os.getpid(), tmp / "ctl.sock")
+        self.assertEqual(forwarded, 4000)
+        self.assertIn("stats\n", fab.lines)
+        text = hostcpu.report({0: s}, cpu, forwarded)
+        per = re.search(r"node0: main loop \(device, links\) ([0-9.]+) s, .* tx=1000 rx=3000 looped=5: "
+                        r"([0-9.]+) us/packet in the main loop", text)
+        self.assertTrue(per, text)
+        self.assertAlmostEqual(float(per.group(2)), 1e6 * s["main"] / 4000, delta=0.1)
+        self.assertRegex(text, r"fabric: [0-9.]+ s for 4000 forwarded packets: [0-9.]+ us/packet")
 
 
 class PostMortemTest(unittest.TestCase):

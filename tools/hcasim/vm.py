@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hcasim import fault, initramfs, inspect_hca, pci_fault, postmortem, rundir
+from hcasim import fault, hostcpu, initramfs, inspect_hca, pci_fault, postmortem, rundir
 from hcasim.fabric_ctl import fabric_command
 from hcasim.build import DEFAULT_IMAGE, artifacts, qemu_line
 from hcasim.common import ROOT, RUNS, say
@@ -77,6 +77,8 @@ class Cluster:
         self.fabric_starts = 0
         self.vms = []
         self.logs = []
+        self.cpu = {}            # node -> hostcpu.qemu_sample() when its script ended
+        self.fabric_cpu = None   # hostcpu.fabric_sample() when the last one did
 
     # -- processes -------------------------------------------------------
 
@@ -249,6 +251,8 @@ class Cluster:
                     postmortem.record(p.pid, self.sock_dir / f"node{i}.qmp", self.run_dir, i)
                     self._kill(p)
                 elif os.path.lexists(self.run_dir / f"node{i}" / "exit-code"):
+                    if i not in ended:
+                        self._sample_cpu(i)
                     ended.setdefault(i, now)
                     if now - ended[i] >= self.POWEROFF_GRACE:
                         self._note(f"node{i}-shutdown.txt", f"still running {self.POWEROFF_GRACE:.0f} s after "
@@ -256,6 +260,24 @@ class Cluster:
                         self._kill(p)
             time.sleep(0.25)
         return timed_out
+
+    def _sample_cpu(self, i):
+        """Node i's script has ended: its QEMU's CPU time and device
+        packets so far, and the fabric's once the last node is done."""
+        try:
+            self.cpu[i] = hostcpu.qemu_sample(self.vms[i].pid, self.sock_dir / f"node{i}.qmp")
+            if len(self.cpu) == len(self.vms) and self.fabric and self.fabric.poll() is None:
+                self.fabric_cpu = hostcpu.fabric_sample(self.fabric.pid, self.control_socket())
+        except OSError:
+            pass
+
+    def cpu_report(self):
+        """host-cpu.txt: where the host's CPU went (hostcpu.py); None if
+        no node ended its script."""
+        if not self.cpu:
+            return None
+        fabric_cpu, forwarded = self.fabric_cpu or (None, None)
+        return hostcpu.report(self.cpu, fabric_cpu, forwarded)
 
     def _qemu_died(self):
         """The first node whose QEMU ended on a signal (an abort: SIGABRT)
@@ -543,6 +565,9 @@ def run_script(script, opts, name="run", quiet=False):
             out = read_result(run_fd, f"node{i}/output.log", 64 << 20) or ""
             results.append(NodeResult(i, code, i in timed_out, out))
         rundir.write_file(run_fd, "wall-seconds", f"{time.monotonic() - t0:.1f}\n".encode())
+        cpu = cluster.cpu_report()
+        if cpu:
+            rundir.write_file(run_fd, "host-cpu.txt", cpu.encode())
     finally:
         os.close(run_fd)
     return run_dir, results
