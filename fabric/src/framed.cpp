@@ -11,7 +11,7 @@ uint64_t next_id = 0;
 FramedConn::FramedConn(Socket sock, OnFrame on_frame, OnClose on_close)
     : sock_(std::move(sock)), on_frame_(std::move(on_frame)), on_close_(std::move(on_close)), id_(++next_id) {}
 
-void FramedConn::start() { read_header(); }
+void FramedConn::start() { read_more(); }
 
 void FramedConn::close() {
     if (closed_) {
@@ -24,49 +24,69 @@ void FramedConn::close() {
     on_close_(*this);
 }
 
-void FramedConn::read_header() {
+void FramedConn::read_more() {
+    // Room for a chunk after what is kept (a partial frame), moved to the
+    // front; the buffer grows only for a frame larger than a chunk.
+    const size_t kept = rend_ - rbegin_;
+    size_t want = kept + kReadChunk;
+    if (kept >= iba::link::kLength) {
+        want = std::max(want, iba::link::kLength + size_t{iba::link::frame_length(&rbuf_[rbegin_])});
+    }
+    if (want > rcap_) {
+        auto bigger = std::make_unique<uint8_t[]>(want);
+        std::copy(rbuf_.get() + rbegin_, rbuf_.get() + rend_, bigger.get());
+        rbuf_ = std::move(bigger);
+        rcap_ = want;
+    } else if (rbegin_ > 0) {
+        std::copy(rbuf_.get() + rbegin_, rbuf_.get() + rend_, rbuf_.get());
+    }
+    rbegin_ = 0;
+    rend_ = kept;
     auto self = shared_from_this();
-    asio::async_read(sock_, asio::buffer(hdr_), [this, self](boost::system::error_code ec, size_t) {
-        if (ec) {
-            close();
-            return;
-        }
-        const uint32_t len = iba::link::frame_length(hdr_);
+    sock_.async_read_some(asio::buffer(rbuf_.get() + rend_, rcap_ - rend_),
+                          [this, self](boost::system::error_code ec, size_t n) {
+                              if (ec) {
+                                  close();
+                                  return;
+                              }
+                              rend_ += n;
+                              take_frames();
+                          });
+}
+
+void FramedConn::take_frames() {
+    taking_ = true;
+    while (!closed_ && !paused_ && rend_ - rbegin_ >= iba::link::kLength) {
+        const uint32_t len = iba::link::frame_length(&rbuf_[rbegin_]);
         if (len == 0 || len > kMaxFrame) {
+            taking_ = false;
             fail(len ? "frame length above 1 MiB" : "frame length 0");
             return;
         }
-        read_body(len);
-    });
-}
-
-void FramedConn::read_body(uint32_t len) {
-    auto self = shared_from_this();
-    body_.resize(len);
-    asio::async_read(sock_, asio::buffer(body_), [this, self](boost::system::error_code ec, size_t) {
-        if (ec) {
-            close();
-            return;
+        if (rend_ - rbegin_ < iba::link::kLength + len) {
+            break;
         }
-        auto frame = std::make_shared<const std::vector<uint8_t>>(std::move(body_));
-        body_ = {};
-        deliver(std::move(frame));
-        if (closed_) {
-            return;
-        }
-        if (paused_) {
-            read_stopped_ = true;
-            return;
-        }
-        read_header();
-    });
+        const uint8_t *body = &rbuf_[rbegin_ + iba::link::kLength];
+        rbegin_ += iba::link::kLength + len;
+        deliver(std::make_shared<const std::vector<uint8_t>>(body, body + len));
+    }
+    taking_ = false;
+    if (closed_) {
+        return;
+    }
+    if (paused_) {
+        read_stopped_ = true;
+        return;
+    }
+    read_more();
 }
 
 void FramedConn::resume_reading() {
     paused_ = false;
-    if (read_stopped_ && !closed_) {
+    if (read_stopped_ && !closed_ && !taking_) {
         read_stopped_ = false;
-        read_header();
+        auto self = shared_from_this();  // a frame handler may drop the last other owner
+        take_frames();                   // the frames already read first
     }
 }
 
@@ -144,16 +164,29 @@ void FramedConn::write_next() {
         return;
     }
     writing_ = true;
-    iba::link::put_length(out_hdr_, static_cast<uint32_t>(queue_.front()->size()));
-    const std::array<asio::const_buffer, 2> bufs{asio::buffer(out_hdr_), asio::buffer(*queue_.front())};
+    // One gathered write of the frames at the head of the queue.
+    out_frames_ = 0;
+    out_bufs_.clear();
+    size_t bytes = 0;
+    out_hdrs_.resize(kWriteBatch);
+    while (out_frames_ < queue_.size() && out_frames_ < kWriteBatch && bytes < kWriteBatchBytes) {
+        const Frame &f = queue_[out_frames_];
+        iba::link::put_length(out_hdrs_[out_frames_].data(), static_cast<uint32_t>(f->size()));
+        out_bufs_.push_back(asio::buffer(out_hdrs_[out_frames_]));
+        out_bufs_.push_back(asio::buffer(*f));
+        bytes += f->size();
+        ++out_frames_;
+    }
     auto self = shared_from_this();
-    asio::async_write(sock_, bufs, [this, self](boost::system::error_code ec, size_t) {
+    asio::async_write(sock_, out_bufs_, [this, self](boost::system::error_code ec, size_t) {
         if (ec) {
             fail(ec.message().c_str());
             return;
         }
-        queued_bytes_ -= queue_.front()->size();
-        queue_.pop_front();
+        for (size_t i = 0; i < out_frames_; ++i) {
+            queued_bytes_ -= queue_.front()->size();
+            queue_.pop_front();
+        }
         progress_ = Clock::now();
         if (was_congested_ && queue_.size() <= kHighFrames / 2 && queued_bytes_ <= kHighBytes / 2) {
             was_congested_ = false;

@@ -1,6 +1,8 @@
 // A stream connection carrying frames with a 4-byte big-endian length
 // prefix: the format of QEMU's -netdev stream/socket, used for every link
-// between a VM and the fabric.
+// between a VM and the fabric.  It reads whatever the socket has (many
+// frames per system call) and writes up to 64 queued frames with one
+// gathered write.
 //
 // A connection fails alone: a bad length, a read or write error, or an
 // exception out of the frame handler closes this connection (logged) and
@@ -16,6 +18,7 @@
 // drop is counted and logged.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -75,8 +78,11 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     }
 
   private:
-    void read_header();
-    void read_body(uint32_t len);
+    // Reads as much as the socket has (many frames per system call) and
+    // delivers the whole frames; a partial frame waits for the rest.
+    void read_more();
+    void take_frames();
+    // Writes up to kWriteBatch queued frames in one gathered write.
     void write_next();
     void deliver(Frame frame);
     void fail(const char *what);
@@ -84,10 +90,18 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     Socket sock_;
     OnFrame on_frame_;
     OnClose on_close_;
-    uint8_t hdr_[iba::link::kLength] = {};
-    std::vector<uint8_t> body_;
+    // Bytes read and not yet delivered: [rbegin_, rend_) of rbuf_ (grown,
+    // not zeroed, up to one largest frame).
+    static constexpr size_t kReadChunk = 64u << 10;
+    std::unique_ptr<uint8_t[]> rbuf_;
+    size_t rcap_ = 0, rbegin_ = 0, rend_ = 0;
+    bool taking_ = false;  // inside take_frames(): a resume only clears paused_
     std::deque<Frame> queue_;
-    uint8_t out_hdr_[iba::link::kLength] = {};
+    static constexpr size_t kWriteBatch = 64;
+    static constexpr size_t kWriteBatchBytes = 256u << 10;
+    std::vector<std::array<uint8_t, iba::link::kLength>> out_hdrs_;
+    std::vector<boost::asio::const_buffer> out_bufs_;
+    size_t out_frames_ = 0;  // frames of the write in flight
     bool writing_ = false;
     bool closed_ = false;
     bool paused_ = false;

@@ -7,7 +7,8 @@ vCPUs (the guest itself, under TCG) and the rest (I/O workers), with the
 device's packet counters read through QMP; and the fabric daemon's CPU
 with the packets it forwarded. Written to host-cpu.txt of the run
 directory. The main loop's time is an upper bound of the device's: it
-also carries the management network and the 9p share."""
+also carries the management network and the 9p share; the fabric's
+seconds include its management Ethernet hub."""
 import os
 import re
 
@@ -60,5 +61,6 @@ def report(nodes, fabric_cpu, fabric_forwarded):
     if fabric_cpu is not None:
         n = fabric_forwarded
         per = f"{1e6 * fabric_cpu / n:.1f} us/packet" if n else "no packets"
-        lines.append(f"fabric: {fabric_cpu:.1f} s for {n} forwarded packets: {per}")
+        lines.append(f"fabric: {fabric_cpu:.1f} s for {n} forwarded packets: {per} "
+                     "(its management Ethernet hub's frames included in the seconds)")
     return "\n".join(lines) + "\n"
