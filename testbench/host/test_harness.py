@@ -364,8 +364,10 @@ class PostMortemTest(unittest.TestCase):
         postmortem.record(self.proc.pid, self.sock, self.run_dir, 0)
         lines = postmortem.summary(self.run_dir, 0)
         text = "\n".join(lines)
+        # The spinning thread leads the list; it gets a whole CPU only on an
+        # idle machine (CTest runs two tests at once on two cores).
         busy = re.search(r"CPU over 2 s: \S+ (\d+)%", text)
-        self.assertTrue(busy and int(busy.group(1)) >= 50, text)
+        self.assertTrue(busy and int(busy.group(1)) >= 20, text)
         self.assertIn("run state: running", text)
         self.assertIn("CPU #1: thread_id=2 (halted)", text)
         self.assertIn("device: HCA: state=initialized", text)
