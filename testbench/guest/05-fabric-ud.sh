@@ -57,10 +57,11 @@ perfquery "$peer_lid" 1 > /tmp/pq.txt 2>&1
 check_grep "perfquery of the peer's port" 'PortRcvPkts:\.*[0-9]' /tmp/pq.txt
 # The switch's own PMA: the counters of the switch port this node hangs off
 # (the port the switch heard the DR SMP on), as `fabric_ctl ports` shows them.
+# The switch's LID is its port 0's (not the SM's: opensm runs in a guest in 06).
 swport=$(sed -n 's/^LocalPort:\.*\([0-9]*\).*/\1/p' /tmp/sw.txt)
-swlid=$(sminfo 2>/dev/null | sed -n 's/.*sm lid \([0-9]*\).*/\1/p')
+swlid=$(smpquery -D portinfo 0,1 0 2>/dev/null | sed -n 's/^Lid:\.*\([0-9]*\).*/\1/p')
 perfquery "$swlid" "$swport" > /tmp/pqs.txt 2>&1
-sed 's/^/# /' /tmp/pqs.txt | grep -E 'Port(Xmit|Rcv)Pkts|PortXmitWait|PortXmitDiscards'
+sed 's/^/# /' /tmp/pqs.txt | grep -E 'Port(Xmit|Rcv)Pkts|PortXmitWait|PortXmitDiscards|^# [a-z]'
 check_grep "perfquery of switch LID ${swlid:-?} port ${swport:-?}: packets it sent this node" \
     'PortXmitPkts:\.*[1-9]' /tmp/pqs.txt
 check_grep "perfquery of the switch port: PortXmitWait (flow control) is reported" 'PortXmitWait:\.*[0-9]' /tmp/pqs.txt
