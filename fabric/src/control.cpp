@@ -50,7 +50,8 @@ constexpr const char *kHelp =
     "sm pkeys PORT PKEY[,PKEY...]\n"
     "groups\n"
     "stats\n"
-    "help\n";
+    "help\n"
+    "(link and the packet faults: PORT may be SWITCH:PORT of a topology's switch)\n";
 
 }  // namespace
 
@@ -108,6 +109,23 @@ std::string bad_port(const IbSwitch &sw, const std::string &arg) {
     return fmt::format("error bad port '{}' (1..{} or all)\n", arg, sw.num_ports());
 }
 
+// The switch a PORT argument is on: SWITCH:PORT names a switch of the
+// topology, a bare PORT the first switch.  Null if there is no such switch.
+IbSwitch *switch_of(IbFabric &f, std::string &arg) {
+    const size_t colon = arg.find(':');
+    if (colon == std::string::npos) {
+        return &f.sw();
+    }
+    const std::string name = arg.substr(0, colon);
+    arg = arg.substr(colon + 1);
+    for (size_t i = 0; i < f.num_switches(); ++i) {
+        if (f.sw(i).config().name == name) {
+            return &f.sw(i);
+        }
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 std::string ControlCommands::execute(const std::string &line) {
@@ -159,10 +177,15 @@ std::string ControlCommands::execute(const std::string &line) {
 
 // link PORT up|down|retrain, link PORT flap MS
 std::string ControlCommands::link(const std::vector<std::string> &w) {
-    IbSwitch &sw = fabric_->sw();
+    std::string arg = w[1];
+    IbSwitch *swp = switch_of(*fabric_, arg);
+    if (!swp) {
+        return fmt::format("error no switch named '{}'\n", w[1].substr(0, w[1].find(':')));
+    }
+    IbSwitch &sw = *swp;
     std::vector<uint8_t> ps;
-    if (!port_list(sw, w[1], ps)) {
-        return bad_port(sw, w[1]);
+    if (!port_list(sw, arg, ps)) {
+        return bad_port(sw, arg);
     }
     uint32_t ms = 0;
     if (w[2] == "flap" && (w.size() != 4 || !parse_u32(w[3], ms) || ms < 1 || ms > kMaxFlapMs)) {
@@ -186,10 +209,15 @@ std::string ControlCommands::link(const std::vector<std::string> &w) {
 
 // drop PORT PCT [all|requests], corrupt PORT PCT, delay PORT US
 std::string ControlCommands::fault(const std::vector<std::string> &w) {
-    IbSwitch &sw = fabric_->sw();
+    std::string arg = w[1];
+    IbSwitch *swp = switch_of(*fabric_, arg);
+    if (!swp) {
+        return fmt::format("error no switch named '{}'\n", w[1].substr(0, w[1].find(':')));
+    }
+    IbSwitch &sw = *swp;
     std::vector<uint8_t> ps;
-    if (!port_list(sw, w[1], ps)) {
-        return bad_port(sw, w[1]);
+    if (!port_list(sw, arg, ps)) {
+        return bad_port(sw, arg);
     }
     FaultInjector &f = sw.faults();
     if (w[0] == "delay") {

@@ -15,7 +15,9 @@
 //   stats                     switch, SMA, SM, SA, RMPP, capture counters
 //   help
 //
-// PORT is a port number or "all".  ControlCommands is the interpreter
+// PORT is a port number or "all" (of the first switch), or SWITCH:PORT
+// for a switch of the topology (`link spine0:1 down`; link and the packet
+// faults).  ControlCommands is the interpreter
 // (tested without sockets); ControlServer serves it on a unix socket.
 #pragma once
 

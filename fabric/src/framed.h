@@ -1,6 +1,6 @@
 // A stream connection carrying frames with a 4-byte big-endian length
 // prefix: the format of QEMU's -netdev stream/socket, used for every link
-// between a VM and the fabric.  It reads whatever the socket has (many
+// between a VM and the fabric and between two fabric daemons.  It reads whatever the socket has (many
 // frames per system call) and writes up to 64 queued frames with one
 // gathered write.
 //
@@ -36,7 +36,9 @@ namespace fabric {
 
 class FramedConn : public std::enable_shared_from_this<FramedConn> {
   public:
-    using Socket = boost::asio::local::stream_protocol::socket;
+    // A unix or a TCP stream (a device's link, an inter-switch link to
+    // another daemon); either converts to this on construction.
+    using Socket = boost::asio::generic::stream_protocol::socket;
     using OnFrame = std::function<void(FramedConn &, Frame)>;
     using OnClose = std::function<void(FramedConn &)>;
     using Clock = std::chrono::steady_clock;

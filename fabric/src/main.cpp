@@ -2,6 +2,8 @@
 // Ethernet hub and the InfiniBand switch (with its subnet manager and SA).
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 
@@ -33,11 +35,13 @@ bool parse_u64(const std::string &s, uint64_t &out) {
 struct Args {
     std::string eth_socket, ready_file, ib_dir, control_socket, capture, log_file, rate = "4xQDR";
     std::string switch_guid = "0x0002c90300ffff00";
+    std::string topology;
     unsigned ib_ports = 8, mtu = 4096;
     uint64_t seed = 1, capture_max = 512ull << 20;
     double drop = 0, corrupt = 0;
     uint32_t delay_us = 0;
     uint32_t sm_settle_ms = 1000;
+    unsigned lmc = 0;
     bool no_sm = false;
 };
 
@@ -48,6 +52,10 @@ void add_options(CLI::App &app, Args &a) {
     app.add_option("--ib-ports", a.ib_ports, "Number of external switch ports")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
+    app.add_option("--topology", a.topology,
+                   "Topology file: several switches, inter-switch links (also to other daemons over TCP), and "
+                   "where each VM is cabled (docs/FABRIC.md)")
+        ->check(CLI::ExistingFile);
     app.add_option("--control-socket", a.control_socket, "Unix socket of the line-based control interface");
     app.add_option("--switch-guid", a.switch_guid, "Node GUID of the switch")->capture_default_str();
     app.add_option("--mtu", a.mtu, "Link MTU: 256, 512, 1024, 2048 or 4096")
@@ -65,6 +73,10 @@ void add_options(CLI::App &app, Args &a) {
     app.add_option("--capture", a.capture, "pcapng file of every packet entering the switch (ERF InfiniBand)");
     app.add_option("--capture-max-bytes", a.capture_max, "Size limit of the capture file")->capture_default_str();
     app.add_option("--log", a.log_file, "Log file (default: stdout)");
+    app.add_option("--lmc", a.lmc, "LID Mask Control the built-in SM gives CA ports: 2^LMC LIDs each, on "
+                                   "different paths where a topology has several")
+        ->check(CLI::Range(0, 4))
+        ->capture_default_str();
     app.add_option("--sm-settle-ms", a.sm_settle_ms,
                    "How long the SM waits before configuring a newly found CA port (0: at once)")
         ->check(CLI::Range(0, 60000))
@@ -94,7 +106,60 @@ bool fabric_options(const Args &a, fabric::FabricOptions &opt) {
     opt.corrupt_pct = a.corrupt;
     opt.delay_us = a.delay_us;
     opt.sm_cfg.new_port_settle_us = a.sm_settle_ms * 1000;
+    opt.sm_cfg.lmc = static_cast<uint8_t>(a.lmc);
+    if (!a.topology.empty()) {
+        std::ifstream f(a.topology);
+        std::stringstream text;
+        text << f.rdbuf();
+        std::string err;
+        opt.topology = fabric::parse_topology(text.str(), err);
+        if (!f || !opt.topology) {
+            fmt::print(stderr, "hcasim-fabric: {}: {}\n", a.topology, f ? err : "cannot read it");
+            return false;
+        }
+    }
     return true;
+}
+
+// What the daemon serves, for its first log line.
+std::string listening_text(const Args &a, const fabric::FabricOptions &opt, bool eth, bool ib, bool control) {
+    std::string what;
+    if (eth) {
+        what += " eth=" + a.eth_socket;
+    }
+    if (ib && opt.topology) {
+        what += fmt::format(" ib={} ({} switches, {} node ports, {} remote links{})", a.ib_dir,
+                            opt.topology->switches.size(), opt.topology->nodes.size(), opt.topology->remotes.size(),
+                            a.no_sm ? ", no SM" : "");
+    } else if (ib) {
+        what += fmt::format(" ib={} ({} ports{})", a.ib_dir, a.ib_ports, a.no_sm ? ", no SM" : "");
+    }
+    if (control) {
+        what += " control=" + a.control_socket;
+    }
+    return what;
+}
+
+// The devices' link sockets, and the topology's links to other daemons.
+std::unique_ptr<fabric::LinkServer> make_links(boost::asio::io_context &io, fabric::IbFabric &ib, fabric::Log &log,
+                                               const std::string &dir,
+                                               std::vector<std::unique_ptr<fabric::RemoteLink>> &remotes) {
+    if (!ib.options().topology) {
+        return std::make_unique<fabric::LinkServer>(io, ib.sw(), log, dir);
+    }
+    // The n-th node line's port: port<n>.sock.
+    const fabric::Topology &t = ib.topology();
+    std::vector<fabric::LinkServer::Attachment> at;
+    for (size_t n = 0; n < t.nodes.size(); ++n) {
+        at.push_back({&ib.sw(t.nodes[n].sw), t.nodes[n].port,
+                      fabric::LinkServer::socket_path(dir, static_cast<unsigned>(n + 1))});
+    }
+    auto links = std::make_unique<fabric::LinkServer>(io, log, at);
+    for (const auto &r : t.remotes) {
+        remotes.push_back(
+            std::make_unique<fabric::RemoteLink>(io, ib.sw(r.at.sw), log, r.at.port, r.listen, r.host, r.tcp_port));
+    }
+    return links;
 }
 
 }  // namespace
@@ -119,6 +184,7 @@ int main(int argc, char **argv) {
     std::unique_ptr<fabric::EthHub> eth;
     std::unique_ptr<fabric::IbFabric> ib;
     std::unique_ptr<fabric::LinkServer> links;
+    std::vector<std::unique_ptr<fabric::RemoteLink>> remotes;
     std::unique_ptr<fabric::ControlCommands> cmds;
     std::unique_ptr<fabric::ControlServer> control;
     try {
@@ -128,7 +194,7 @@ int main(int argc, char **argv) {
         }
         if (!ib_dir.empty()) {
             ib = std::make_unique<fabric::IbFabric>(loop, *log, opt);
-            links = std::make_unique<fabric::LinkServer>(io, ib->sw(), *log, ib_dir);
+            links = make_links(io, *ib, *log, ib_dir, remotes);
         }
         cmds = std::make_unique<fabric::ControlCommands>(ib.get(), [&eth]() -> std::string {
             if (!eth) {
@@ -179,16 +245,7 @@ int main(int argc, char **argv) {
             std::fclose(f);
         }
     }
-    std::string what;
-    if (eth) {
-        what += " eth=" + eth_socket;
-    }
-    if (ib) {
-        what += fmt::format(" ib={} ({} ports{})", ib_dir, args.ib_ports, args.no_sm ? ", no SM" : "");
-    }
-    if (control) {
-        what += " control=" + control_socket;
-    }
+    const std::string what = listening_text(args, opt, eth != nullptr, ib != nullptr, control != nullptr);
     log->info("hcasim-fabric", "listening{}", what);
     log->flush();
     fabric::run_guarded(io, *log);

@@ -211,7 +211,7 @@ bool McastGroups::params_match(const McGroup &g, const sa::McMemberRecord &q, ui
 }
 
 McastGroups::Result McastGroups::join(const sa::McMemberRecord &req, uint64_t mask, uint64_t port_guid,
-                                      uint8_t switch_port) {
+                                      uint16_t switch_port) {
     Result res;
     res.rec = req;
     if ((mask & mcr::kJoinMask) != mcr::kJoinMask) {

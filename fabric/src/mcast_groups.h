@@ -20,7 +20,7 @@ namespace fabric {
 struct McGroup {
     struct Member {
         uint8_t join_state = 0;
-        uint8_t switch_port = 0;
+        uint16_t switch_port = 0;  // the SM's attachment index of its switch port
         uint64_t port_guid = 0;
         bool proxy = false;
     };
@@ -56,7 +56,7 @@ class McastGroups {
     };
     // Set(MCMemberRecord) for the end port port_guid on switch port
     // switch_port (already resolved from PortGID by the SA).
-    Result join(const sa::McMemberRecord &req, uint64_t mask, uint64_t port_guid, uint8_t switch_port);
+    Result join(const sa::McMemberRecord &req, uint64_t mask, uint64_t port_guid, uint16_t switch_port);
     // Delete(MCMemberRecord).
     Result leave(const sa::McMemberRecord &req, uint64_t mask);
     // Get/GetTable: one record per member matching the masked fields, and

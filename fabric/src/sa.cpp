@@ -311,7 +311,7 @@ SubnetAdmin::Answer SubnetAdmin::port_info_records(const Mad &req) {
         a.records.push_back(std::move(rec));
     };
     for (const Endport &e : sm_.endports()) {
-        if (e.is_switch) {
+        if (e.is_switch && e.node_guid == sw_.node_guid()) {
             std::array<uint8_t, 64> p;
             for (uint8_t k = 0; k <= sw_.num_ports(); ++k) {
                 sw_.sma().port_info(k, p, k);
@@ -491,7 +491,7 @@ SubnetAdmin::Answer SubnetAdmin::mcmember(const MadAddress &from, const Mad &req
             a.status = mad::kSaNoResources;
             break;
         }
-        const auto res = groups_.join(q, mask, ep->port_guid, ep->switch_port);
+        const auto res = groups_.join(q, mask, ep->port_guid, ep->attach);
         if (log_.allow("sa")) {
             log_.info("sa", "join {} by {} (LID {}) state {:#x}: {}", iba::gid_str(q.mgid), iba::gid_str(q.port_gid),
                   from.slid, q.join_state,

@@ -18,13 +18,14 @@ uint64_t SubnetManager::new_tid() {
 // --- SMP transport ---
 
 void SubnetManager::smp(std::span<const uint8_t> path, uint8_t method, uint16_t attr, uint32_t mod,
-                        const std::array<uint8_t, 64> *data, SmpCallback cb) {
+                        const std::array<uint8_t, 64> *data, SmpCallback cb, bool switch_mkey) {
     const uint64_t tid = new_tid();
     Pending p;
     init_dr_smp(p.req, method, tid, attr, mod, path);
     p.port = path.size() > 1 ? path[1] : 0;
-    if (path.size() == 1) {
-        set64(p.req, mad::smp::kMkey, cfg_.switch_mkey);  // hop 0: this switch's SMA
+    if (switch_mkey) {
+        // Only to a switch, over a path of switches: no guest sees the key.
+        set64(p.req, mad::smp::kMkey, cfg_.switch_mkey);
     }
     if (data) {
         std::copy(data->begin(), data->end(), p.req.begin() + mad::smp::kData);
@@ -32,6 +33,12 @@ void SubnetManager::smp(std::span<const uint8_t> path, uint8_t method, uint16_t 
     p.cb = std::move(cb);
     pending_.emplace(tid, std::move(p));
     send_pending(tid);
+}
+
+void SubnetManager::switch_smp(size_t s, uint8_t method, uint16_t attr, uint32_t mod,
+                               const std::array<uint8_t, 64> *data, SmpCallback cb) {
+    const std::vector<uint8_t> path = switches_.at(s).path;
+    smp(path, method, attr, mod, data, std::move(cb), true);
 }
 
 void SubnetManager::send_pending(uint64_t tid) {

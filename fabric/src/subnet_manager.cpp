@@ -25,6 +25,7 @@ const char *ca_state_name(CaState s) {
     case CaState::Verify: return "Verify";
     case CaState::Unresponsive: return "Unresponsive";
     case CaState::Unsupported: return "Unsupported";
+    case CaState::InterSwitch: return "Switch";
     }
     return "?";
 }
@@ -39,6 +40,18 @@ iba::Gid Endport::gid(uint64_t prefix) const {
 
 SubnetManager::SubnetManager(IbSwitch &sw, EventLoop &loop, Log &log, const Config &cfg)
     : sw_(sw), loop_(loop), log_(log), cfg_(cfg), ports_(size_t{sw.num_ports()} + 1) {
+    cfg_.lmc = std::min<uint8_t>(cfg_.lmc, 4);
+    if (cfg_.lmc) {
+        cfg_.sm_lid = static_cast<uint16_t>(1u << cfg_.lmc);  // LID 1 with its low LMC bits zero
+    }
+    SwitchNode root;
+    root.guid = sw.node_guid();
+    root.num_ports = sw.num_ports();
+    root.path = {0};
+    switches_.push_back(root);
+    for (size_t k = 0; k < ports_.size(); ++k) {
+        ports_[k].port = static_cast<uint8_t>(k);
+    }
     std::random_device rd;
     auto draw = [&rd] { return uint64_t{rd()} << 32 | rd(); };
     tid_rng_.seed(cfg_.tid_seed ? cfg_.tid_seed : draw());
@@ -140,7 +153,7 @@ bool SubnetManager::set_pkeys(uint8_t port, std::vector<uint16_t> pkeys) {
 
 // Set(P_KeyTable) block 0 of the CA port (IBA 14.2.5.7); the CA raises a
 // P_Key change event when its table changes.
-void SubnetManager::apply_pkeys(uint8_t port) {
+void SubnetManager::apply_pkeys(uint16_t port) {
     const PortCtl &c = ports_[port];
     if (c.pkeys.empty()) {
         return;
@@ -151,11 +164,10 @@ void SubnetManager::apply_pkeys(uint8_t port) {
         set16(d, i * 2, c.pkeys[i]);
         list += fmt::format("{}{:#06x}", i ? "," : "", c.pkeys[i]);
     }
-    log_.info("sm", "port {}: P_Key table {}", port, list);
-    const std::array<uint8_t, 2> path{0, port};
-    smp(path, mad::kSet, mad::kAttrPKeyTable, 0, &d, [this, port](const Mad *r) {
+    log_.info("sm", "{}: P_Key table {}", aname(port), list);
+    smp(ca_path(port), mad::kSet, mad::kAttrPKeyTable, 0, &d, [this, port](const Mad *r) {
         if (!r || smp_status(*r)) {
-            log_.warn("sm", "port {}: Set(P_KeyTable) failed: {}", port,
+            log_.warn("sm", "{}: Set(P_KeyTable) failed: {}", aname(port),
                       r ? fmt::format("status {:#06x}", smp_status(*r)) : std::string("no answer"));
         }
     });
@@ -171,8 +183,7 @@ void SubnetManager::apply_switch_pkeys() {
     for (size_t i = 0; i < keys.size(); ++i) {
         set16(d, i * 2, keys[i]);
     }
-    const std::array<uint8_t, 1> path{0};
-    smp(path, mad::kSet, mad::kAttrPKeyTable, 0, &d, [this](const Mad *r) {
+    switch_smp(0, mad::kSet, mad::kAttrPKeyTable, 0, &d, [this](const Mad *r) {
         if (!r || smp_status(*r)) {
             log_.warn("sm", "switch port 0: Set(P_KeyTable) failed");
         }
@@ -181,8 +192,8 @@ void SubnetManager::apply_switch_pkeys() {
 
 std::vector<uint16_t> SubnetManager::pkeys_of(const Endport &e) const {
     if (!e.is_switch) {
-        if (e.switch_port < ports_.size() && !ports_[e.switch_port].pkeys.empty()) {
-            return ports_[e.switch_port].pkeys;
+        if (e.attach < ports_.size() && !ports_[e.attach].pkeys.empty()) {
+            return ports_[e.attach].pkeys;
         }
         return {0xffff};
     }
@@ -218,12 +229,26 @@ std::optional<uint16_t> SubnetManager::shared_pkey(const Endport &a, const Endpo
     return ka;
 }
 
-uint16_t SubnetManager::sw_num_ports() const { return sw_.num_ports(); }
+uint16_t SubnetManager::port_for_lid(uint16_t lid) const {
+    const unsigned n = attachments();
+    const unsigned i = lid >> cfg_.lmc;  // a CA answers to its 2^LMC LIDs
+    const unsigned p = i >= 2 && i <= n + 1 ? i - 1u : i >= n + 2 && i <= 2 * n + 1 ? i - 1u - n : 0;
+    const auto base = static_cast<uint16_t>(lid & ~((1u << cfg_.lmc) - 1));
+    return p && ports_[p].routed && !ports_[p].isl && lid_for_port(static_cast<uint16_t>(p)) == base
+               ? static_cast<uint16_t>(p)
+               : 0;
+}
 
-uint8_t SubnetManager::port_for_lid(uint16_t lid) const {
-    const unsigned n = sw_.num_ports();
-    const unsigned p = lid >= 2 && lid <= n + 1 ? lid - 1u : lid >= n + 2 && lid <= 2 * n + 1 ? lid - 1u - n : 0;
-    return p && ports_[p].routed && lid_for_port(static_cast<uint8_t>(p)) == lid ? static_cast<uint8_t>(p) : 0;
+std::vector<uint8_t> SubnetManager::ca_path(uint16_t a) const {
+    std::vector<uint8_t> p = switches_[ports_[a].sw].path;
+    p.push_back(ports_[a].port);
+    return p;
+}
+
+std::string SubnetManager::aname(uint16_t a) const {
+    const PortCtl &c = ports_[a];
+    return c.sw == 0 ? fmt::format("port {}", c.port)
+                     : fmt::format("switch {:#018x} port {}", switches_[c.sw].guid, c.port);
 }
 
 void SubnetManager::restart() {
@@ -235,8 +260,15 @@ void SubnetManager::restart() {
         loop_.cancel(p.timer);
     }
     pending_.clear();
+    // The other switches are found again by the sweep.
+    switches_.resize(1);
+    switches_[0].configured = false;
+    switches_[0].busy = false;
+    ports_.resize(size_t{sw_.num_ports()} + 1);
     for (uint8_t k = 1; k <= sw_.num_ports(); ++k) {
         PortCtl &c = ports_[k];
+        c.isl = false;
+        c.isl_active = false;
         ++c.gen;
         c.busy = false;
         c.known_active = false;
@@ -271,10 +303,10 @@ void SubnetManager::request_sweep() {
     });
 }
 
-void SubnetManager::set_state(uint8_t port, CaState s) {
+void SubnetManager::set_state(uint16_t port, CaState s) {
     PortCtl &c = ports_[port];
     if (c.state != s) {
-        log_.debug("sm", "port {}: {} -> {}", port, ca_state_name(c.state), ca_state_name(s));
+        log_.debug("sm", "{}: {} -> {}", aname(port), ca_state_name(c.state), ca_state_name(s));
         c.state = s;
     }
 }
@@ -307,15 +339,19 @@ void SubnetManager::on_link(uint8_t port, bool up) {
     request_sweep();
 }
 
-void SubnetManager::port_gone(uint8_t port) {
+void SubnetManager::port_gone(uint16_t port) {
     PortCtl &c = ports_[port];
+    if (c.isl) {
+        isl_down(port);
+        return;
+    }
     const bool had = c.known_active;
     const uint64_t guid = c.ca.port_guid;
     c.known_active = false;
     c.routed = false;
     c.ca = {};
     if (had) {
-        log_.info("sm", "port {}: CA port {:#018x} gone (LID {})", port, guid, lid_for_port(port));
+        log_.info("sm", "{}: CA port {:#018x} gone (LID {})", aname(port), guid, lid_for_port(port));
         if (port_removed_) {
             port_removed_(guid);
         }
@@ -333,12 +369,14 @@ uint8_t SubnetManager::desired_mtu(const std::array<uint8_t, 64> &ca_pi) const {
     return std::min(cap, sw_.config().mtu);
 }
 
-void SubnetManager::start_port(uint8_t port) {
+void SubnetManager::start_port(uint16_t port) {
     PortCtl &c = ports_[port];
     c.busy = true;
     const uint64_t gen = c.gen;
-    set_state(port, CaState::Discover);
-    const std::array<uint8_t, 2> path{0, port};
+    if (!c.isl) {
+        set_state(port, CaState::Discover);
+    }
+    const std::vector<uint8_t> path = ca_path(port);
     smp(path, mad::kGet, mad::kAttrNodeInfo, 0, nullptr, [this, port, gen, path](const Mad *r) {
         if (stale(port, gen)) {
             return;
@@ -353,11 +391,15 @@ void SubnetManager::start_port(uint8_t port) {
         }
         PortCtl &pc = ports_[port];
         const uint8_t *d = smp_data(*r);
+        if (d[ni::kNodeType] == ni::kTypeSwitch) {
+            found_switch(port, d);
+            return;
+        }
         if (d[ni::kNodeType] != ni::kTypeCa) {
             pc.busy = false;
             if (pc.state != CaState::Unsupported) {
-                log_.warn("sm", "port {}: neighbour node {:#018x} is of type {}, not a channel adapter; not managed",
-                          port, get64({d, 64}, ni::kNodeGuid), d[ni::kNodeType]);
+                log_.warn("sm", "{}: neighbour node {:#018x} is of type {}, neither a channel adapter nor a switch; "
+                          "not managed", aname(port), get64({d, 64}, ni::kNodeGuid), d[ni::kNodeType]);
             }
             set_state(port, CaState::Unsupported);
             return;
@@ -366,7 +408,8 @@ void SubnetManager::start_port(uint8_t port) {
         pc.ca.node_guid = get64({d, 64}, ni::kNodeGuid);
         pc.ca.port_guid = get64({d, 64}, ni::kPortGuid);
         pc.ca.port_num = d[ni::kLocalPortNum];
-        pc.ca.switch_port = port;
+        pc.ca.switch_port = pc.port;
+        pc.ca.attach = port;
         set_state(port, CaState::Describe);
         smp(path, mad::kGet, mad::kAttrNodeDescription, 0, nullptr, [this, port, gen, path](const Mad *r2) {
             if (stale(port, gen)) {
@@ -405,7 +448,7 @@ void SubnetManager::start_port(uint8_t port) {
     });
 }
 
-void SubnetManager::configure_ca(uint8_t port, uint64_t gen) {
+void SubnetManager::configure_ca(uint16_t port, uint64_t gen) {
     PortCtl &c = ports_[port];
     const auto &d = c.ca.port_info;
     const PortState cur = pi_state(d);
@@ -454,7 +497,7 @@ void SubnetManager::configure_ca(uint8_t port, uint64_t gen) {
         return;
     case PortState::Active: {
         const bool fields_ok = get16(d, pi::kLid) == want_lid && get16(d, pi::kMasterSmLid) == cfg_.sm_lid &&
-                               (d[pi::kMkeyProtLmc] & 0x07) == 0 &&
+                               (d[pi::kMkeyProtLmc] & 0x07) == cfg_.lmc &&
                                (d[pi::kNeighborMtuMasterSmSl] >> 4) == desired_mtu(d);
         if (fields_ok && !rereg) {
             set_switch_port(port, PortState::Active, [this, port, gen](bool ok) {
@@ -480,7 +523,7 @@ void SubnetManager::configure_ca(uint8_t port, uint64_t gen) {
     }
 }
 
-void SubnetManager::ca_set_port_info(uint8_t port, uint64_t gen, PortState state, bool rereg,
+void SubnetManager::ca_set_port_info(uint16_t port, uint64_t gen, PortState state, bool rereg,
                                      std::function<void(const std::array<uint8_t, 64> &)> then) {
     PortCtl &c = ports_[port];
     std::array<uint8_t, 64> d = c.ca.port_info;
@@ -497,13 +540,12 @@ void SubnetManager::ca_set_port_info(uint8_t port, uint64_t gen, PortState state
     d[pi::kLinkSpeedSupportedPortState] =
         static_cast<uint8_t>((d[pi::kLinkSpeedSupportedPortState] & 0xf0) | static_cast<uint8_t>(state));
     d[pi::kPortPhysStateLinkDown] = 0;
-    d[pi::kMkeyProtLmc] = 0;  // M_KeyProtectBits 0, LMC 0
+    d[pi::kMkeyProtLmc] = cfg_.lmc;  // M_KeyProtectBits 0
     d[pi::kLinkSpeedActiveEnabled] &= 0xf0;
     d[pi::kNeighborMtuMasterSmSl] = static_cast<uint8_t>(desired_mtu(c.ca.port_info) << 4);  // MasterSMSL 0
     d[pi::kOperVlFilters] = static_cast<uint8_t>(1 << 4 | (d[pi::kOperVlFilters] & 0x0f));  // VL0
     d[pi::kClientReregSubnetTimeout] = static_cast<uint8_t>((rereg ? 0x80 : 0) | cfg_.subnet_timeout);
-    const std::array<uint8_t, 2> path{0, port};
-    smp(path, mad::kSet, mad::kAttrPortInfo, c.ca.port_num, &d,
+    smp(ca_path(port), mad::kSet, mad::kAttrPortInfo, c.ca.port_num, &d,
         [this, port, gen, state, rereg, want_lid, then](const Mad *r) {
             if (stale(port, gen)) {
                 return;
@@ -528,13 +570,13 @@ void SubnetManager::ca_set_port_info(uint8_t port, uint64_t gen, PortState state
                 return;
             }
             if (rereg) {
-                log_.info("sm", "port {}: ClientReregister sent to {:#018x}", port, ports_[port].ca.port_guid);
+                log_.info("sm", "{}: ClientReregister sent to {:#018x}", aname(port), ports_[port].ca.port_guid);
             }
             then(got);
         });
 }
 
-void SubnetManager::ca_done(uint8_t port) {
+void SubnetManager::ca_done(uint16_t port) {
     PortCtl &c = ports_[port];
     c.busy = false;
     c.failures = 0;
@@ -546,7 +588,7 @@ void SubnetManager::ca_done(uint8_t port) {
     c.routed = true;
     c.ca.lid = lid_for_port(port);
     if (was && old_lid != c.ca.lid) {
-        log_.info("sm", "port {}: CA port {:#018x} has LID {} now", port, c.ca.port_guid, c.ca.lid);
+        log_.info("sm", "{}: CA port {:#018x} has LID {} now", aname(port), c.ca.port_guid, c.ca.lid);
         program_lft_block(c.ca.lid / ForwardingTables::kLftBlock);
     }
     c.ca.mtu = desired_mtu(c.ca.port_info);
@@ -560,7 +602,7 @@ void SubnetManager::ca_done(uint8_t port) {
     if (!was) {
         std::string desc(reinterpret_cast<const char *>(c.ca.node_desc.data()), 64);
         desc.resize(desc.find('\0') == std::string::npos ? 64 : desc.find('\0'));
-        log_.info("sm", "port {}: CA {:#018x} '{}' port {} GUID {:#018x}: LID {} Active", port, c.ca.node_guid,
+        log_.info("sm", "{}: CA {:#018x} '{}' port {} GUID {:#018x}: LID {} Active", aname(port), c.ca.node_guid,
                   desc, c.ca.port_num, c.ca.port_guid, c.ca.lid);
         program_lft_block(c.ca.lid / ForwardingTables::kLftBlock);
         apply_pkeys(port);
@@ -570,13 +612,12 @@ void SubnetManager::ca_done(uint8_t port) {
     }
 }
 
-void SubnetManager::verify_port(uint8_t port) {
+void SubnetManager::verify_port(uint16_t port) {
     PortCtl &c = ports_[port];
     c.busy = true;
     const uint64_t gen = c.gen;
     set_state(port, CaState::Verify);
-    const std::array<uint8_t, 2> path{0, port};
-    smp(path, mad::kGet, mad::kAttrPortInfo, c.ca.port_num, nullptr, [this, port, gen](const Mad *r) {
+    smp(ca_path(port), mad::kGet, mad::kAttrPortInfo, c.ca.port_num, nullptr, [this, port, gen](const Mad *r) {
         if (stale(port, gen)) {
             return;
         }
@@ -597,7 +638,7 @@ void SubnetManager::verify_port(uint8_t port) {
             set_state(port, CaState::Active);
             return;
         }
-        log_.info("sm", "port {}: CA port is {} with LID {}: configuring it again", port, port_state_name(st),
+        log_.info("sm", "{}: CA port is {} with LID {}: configuring it again", aname(port), port_state_name(st),
                   get16(d, pi::kLid));
         if (st != PortState::Active) {
             port_gone(port);
@@ -609,7 +650,7 @@ void SubnetManager::verify_port(uint8_t port) {
     });
 }
 
-void SubnetManager::fail(uint8_t port, uint64_t gen, const std::string &why) {
+void SubnetManager::fail(uint16_t port, uint64_t gen, const std::string &why) {
     if (stale(port, gen)) {
         return;
     }
@@ -617,7 +658,7 @@ void SubnetManager::fail(uint8_t port, uint64_t gen, const std::string &why) {
     c.busy = false;
     ++c.failures;
     if (c.last_error != why) {
-        log_.info("sm", "port {}: {}; trying again every sweep", port, why);
+        log_.info("sm", "{}: {}; trying again every sweep", aname(port), why);
         c.last_error = why;
     }
     set_state(port, CaState::Unresponsive);
@@ -641,9 +682,27 @@ std::vector<Endport> SubnetManager::endports() const {
         sw_.sma().port_info(0, e.port_info, 0);
         v.push_back(e);
     }
-    for (uint8_t k = 1; k <= sw_.num_ports(); ++k) {
-        if (ports_[k].known_active) {
-            v.push_back(ports_[k].ca);
+    for (size_t s = 1; s < switches_.size(); ++s) {
+        const SwitchNode &n = switches_[s];
+        if (!n.configured) {
+            continue;
+        }
+        Endport e;
+        e.is_switch = true;
+        e.attach = n.base;
+        e.lid = lid_for_port(n.base);
+        e.node_guid = n.guid;
+        e.port_guid = n.guid;
+        e.mtu = sw_.config().mtu;
+        e.rate = rate_code(sw_.config().rate);
+        e.node_info = n.node_info;
+        e.node_desc = n.node_desc;
+        e.port_info = n.port_info;
+        v.push_back(e);
+    }
+    for (size_t a = 1; a < ports_.size(); ++a) {
+        if (ports_[a].known_active) {
+            v.push_back(ports_[a].ca);
         }
     }
     return v;
@@ -671,9 +730,22 @@ std::string SubnetManager::status() const {
     std::string s = fmt::format(
         "sm: state=master lid={} guid={:#018x} priority={} sweeps={} smps={} timeouts={} act_count={}\n",
         cfg_.sm_lid, sw_.node_guid(), cfg_.priority, sweeps_, smps_sent_, smp_timeouts_, act_count_);
-    for (uint8_t k = 1; k <= sw_.num_ports(); ++k) {
+    for (size_t i = 1; i < switches_.size(); ++i) {
+        fmt::format_to(std::back_inserter(s), "sm switch {:#018x}: lid={} ports={} hops={}{}\n", switches_[i].guid,
+                       lid_for_port(switches_[i].base), switches_[i].num_ports, switches_[i].path.size() - 1,
+                       switches_[i].configured ? "" : " (not configured yet)");
+    }
+    for (size_t k = 1; k < ports_.size(); ++k) {
         const PortCtl &c = ports_[k];
-        fmt::format_to(std::back_inserter(s), "sm port {}: {}", k, ca_state_name(c.state));
+        if (c.sw && c.port == 0) {
+            continue;  // a switch's own port 0
+        }
+        if (c.sw) {
+            fmt::format_to(std::back_inserter(s), "sm port {:#018x}:{}: {}", switches_[c.sw].guid, c.port,
+                           ca_state_name(c.state));
+        } else {
+            fmt::format_to(std::back_inserter(s), "sm port {}: {}", k, ca_state_name(c.state));
+        }
         if (c.known_active) {
             fmt::format_to(std::back_inserter(s), " lid={} guid={:#018x}", c.ca.lid, c.ca.port_guid);
             for (size_t i = 0; i < c.pkeys.size(); ++i) {

@@ -1,7 +1,8 @@
-// The built-in subnet manager (IBA Vol. 1 ch. 14.4) at the switch's
-// management port, LID 1.  It configures the switch through hop-0 SMPs to
-// its own SMA and every channel adapter only through directed-route SMPs on
-// the wire: for the CA behind switch port k, path [0, k]:
+// The built-in subnet manager (IBA Vol. 1 ch. 14.4) at the first switch's
+// management port, LID 1.  It configures its own switch through hop-0 SMPs
+// to its SMA, and every other switch and every channel adapter only through
+// directed-route SMPs on the wire: for the CA behind switch port k, path
+// [0, k]; behind port k of a switch reached by path P, P + [k]:
 //   Get NodeInfo, Get NodeDescription, Get PortInfo,
 //   Set PortInfo (LID k+1, MasterSMLID 1, ..., PortState Armed),
 //   Set PortInfo (PortState Active),
@@ -11,6 +12,18 @@
 // not loaded yet) is tried again at the next sweep.  Sweeps run on link
 // changes, every 5 s, and on `sm restart`, which forgets everything and
 // sets ClientReregister on the ports it finds configured.
+//
+// Other switches (a topology, docs/FABRIC.md): a port whose neighbour
+// answers NodeInfo as a switch is an inter-switch link; a switch not seen
+// before is configured (LID, M_Key, SM LID, LinearFDBTop) and its ports
+// are scanned the same way, every sweep.  Each switch port is an
+// "attachment" with an index: the first switch's port k is k, another
+// switch's port k its base + k (its port 0, the switch itself, is its
+// base).  Attachment a has LID (a + 1) << LMC (with LMC 0 on one switch:
+// port k + 1, as before).  Routes are min-hop over the Active inter-switch
+// links; where several neighbours are equally close, the LID picks one
+// (LID mod their number), so a CA's 2^LMC LIDs take different paths.
+// Multicast goes along a spanning tree of the switches.
 #pragma once
 
 #include <array>
@@ -36,7 +49,8 @@ class IbSwitch;
 // port or a CA port the SM configured.
 struct Endport {
     bool is_switch = false;
-    uint8_t switch_port = 0;  // where a CA is attached; 0 for the switch
+    uint8_t switch_port = 0;  // where a CA is attached (on its switch); 0 for a switch
+    uint16_t attach = 0;      // the SM's index of that switch port (see above)
     uint16_t lid = 0;
     uint64_t node_guid = 0;
     uint64_t port_guid = 0;
@@ -62,7 +76,8 @@ enum class CaState : uint8_t {
     Active,        // configured
     Verify,        // periodic Get PortInfo of an Active port
     Unresponsive,  // no answer (driver not loaded?); retried every sweep
-    Unsupported,   // not a channel adapter (a second switch, a router)
+    Unsupported,   // neither a channel adapter nor a switch (a router)
+    InterSwitch,   // a link to another switch port
 };
 const char *ca_state_name(CaState s);
 
@@ -90,6 +105,10 @@ class SubnetManager {
         // TIDs come from a generator seeded with this (0: std::random_device),
         // so a guest cannot predict them and answer in the CA's place.
         uint64_t tid_seed = 0;
+        // LID Mask Control of the CA ports (0..4): 2^lmc LIDs each, routed
+        // on different paths where there are several.  With LMC n the SM's
+        // own LID is 2^n (base LIDs keep their low n bits zero).
+        uint8_t lmc = 0;
     };
     using SmpCallback = std::function<void(const Mad *resp)>;  // nullptr: timed out
 
@@ -106,7 +125,8 @@ class SubnetManager {
     // its SA answers nothing) until restart().
     void stop();
     bool running() const { return started_ && !stopped_; }
-    // `sm rereg PORT`: configure the CA port again with ClientReregister.
+    // `sm rereg PORT` (a port of the first switch): configure the CA port
+    // again with ClientReregister.
     void reregister(uint8_t port);
     // `sm lid PORT`: give the Active CA port its other LID (a LID change:
     // the old LID is no longer routed, the CA gets the new one).
@@ -120,15 +140,23 @@ class SubnetManager {
     void request_sweep();
 
     uint16_t lid() const { return cfg_.sm_lid; }
-    // A CA port's LID: switch port + 1, or switch port + 1 + the number of
-    // ports once `sm lid PORT` has moved it (and back on the next move).
-    uint16_t lid_for_port(uint8_t switch_port) const {
-        const bool moved = switch_port < ports_.size() && ports_[switch_port].moved;
-        return static_cast<uint16_t>(switch_port + 1 + (moved ? sw_num_ports() : 0));
+    // The LID of attachment a (a CA port, or a switch's port 0): a + 1, or
+    // a + 1 + the number of attachments once `sm lid PORT` has moved it
+    // (and back on the next move); shifted left by the LMC.
+    uint16_t lid_for_port(uint16_t a) const {
+        const bool moved = a < ports_.size() && ports_[a].moved;
+        return static_cast<uint16_t>((a + 1 + (moved ? attachments() : 0)) << cfg_.lmc);
     }
     // The highest LID a CA port can have (LinearFDBTop).
-    uint16_t max_lid() const { return static_cast<uint16_t>(2 * sw_num_ports() + 1); }
-    CaState ca_state(uint8_t port) const { return ports_.at(port).state; }
+    uint16_t max_lid() const {
+        return static_cast<uint16_t>(((2 * attachments() + 1) << cfg_.lmc) | ((1u << cfg_.lmc) - 1));
+    }
+    CaState ca_state(uint16_t a) const { return ports_.at(a).state; }
+    // The Active CA port at a switch's port, if the SM configured one.
+    std::optional<Endport> ca_at(uint64_t switch_guid, uint8_t port) const;
+    size_t switches_known() const { return switches_.size(); }
+    // At most this many attachments (switch ports, switches' port 0).
+    static constexpr size_t kMaxAttachments = 255;
     std::string status() const;
     uint64_t sweeps() const { return sweeps_; }
     uint64_t smps_sent() const { return smps_sent_; }
@@ -151,7 +179,7 @@ class SubnetManager {
     // and not both limited ones (IBA 10.9.3); nullopt if they cannot.
     std::optional<uint16_t> shared_pkey(const Endport &a, const Endport &b, uint16_t pkey) const;
 
-    // Multicast: the SA tells which switch ports receive an MLID.
+    // Multicast: the SA tells which attachments (CA ports) receive an MLID.
     void set_mcast_ports(uint16_t mlid, const ForwardingTables::PortSet &ports);
 
     // Hooks for the SA.
@@ -160,9 +188,25 @@ class SubnetManager {
     void on_port_active(std::function<void(const Endport &)> fn) { port_active_ = std::move(fn); }
 
   private:
-    uint16_t sw_num_ports() const;
-    uint8_t port_for_lid(uint16_t lid) const;  // 0: no CA port has it
-    void apply_pkeys(uint8_t port);
+    // A switch the SM found: the first is its own.
+    struct SwitchNode {
+        uint64_t guid = 0;
+        uint8_t num_ports = 0;
+        uint16_t base = 0;             // attachment index of its port 0
+        std::vector<uint8_t> path;     // directed route from the SM ({0}: its own switch)
+        std::array<uint8_t, 40> node_info{};
+        std::array<uint8_t, 64> node_desc{};
+        std::array<uint8_t, 64> port_info{};  // its port 0
+        bool configured = false;       // LID and SwitchInfo set (once per SM epoch)
+        bool busy = false;             // configure or scan in progress
+    };
+    // Min-hop distances between switches over Active inter-switch links.
+    using Hops = std::vector<std::vector<unsigned>>;
+
+    uint16_t attachments() const { return static_cast<uint16_t>(ports_.size() - 1); }
+    uint16_t port_for_lid(uint16_t lid) const;  // the CA attachment; 0: no CA port has it
+    std::vector<uint8_t> ca_path(uint16_t a) const;
+    void apply_pkeys(uint16_t a);
     void apply_switch_pkeys();
     struct Pending {
         Mad req;
@@ -180,6 +224,11 @@ class SubnetManager {
         bool rereg_pending = false;
         bool moved = false;  // has its second LID (lid_for_port)
         std::vector<uint16_t> pkeys;  // P_Key table block 0 to set (empty: the CA's own)
+        uint16_t sw = 0;      // the switch (index into switches_) and its port
+        uint8_t port = 0;
+        bool isl = false;     // an inter-switch link to attachment `peer`
+        bool isl_active = false;
+        uint16_t peer = 0;
         EventLoop::TimerId settle_timer = 0;  // a new port waiting (Config::new_port_settle_us)
         unsigned failures = 0;
         std::string last_error;
@@ -188,7 +237,10 @@ class SubnetManager {
 
     // SMP transport.
     void smp(std::span<const uint8_t> path, uint8_t method, uint16_t attr, uint32_t mod,
-             const std::array<uint8_t, 64> *data, SmpCallback cb);
+             const std::array<uint8_t, 64> *data, SmpCallback cb, bool switch_mkey = false);
+    // An SMP to switch s's SMA (with the switches' M_Key).
+    void switch_smp(size_t s, uint8_t method, uint16_t attr, uint32_t mod, const std::array<uint8_t, 64> *data,
+                    SmpCallback cb);
     void send_pending(uint64_t tid);
     uint64_t new_tid();
     bool response_matches(const Pending &p, const MadAddress &from, const Mad &m);
@@ -197,33 +249,79 @@ class SubnetManager {
     void on_link(uint8_t port, bool up);
     uint16_t sm_info(std::span<uint8_t, 64> data, bool set);
 
-    // The switch.
+    // The switches (sm_switch.cpp).
     void arm_sweep_timer();
     void sweep();
-    void configure_switch(std::function<void()> then);
-    void set_switch_port(uint8_t port, PortState state, std::function<void(bool ok)> then);
+    void sweep_ports(uint64_t ep);
+    void configure_switch(size_t s, std::function<void()> then);
+    void switch_info(size_t s, uint64_t ep, std::function<void()> then);
+    void set_switch_port(uint16_t a, PortState state, std::function<void(bool ok)> then);
     void program_lft_block(uint32_t block);
     void program_lft();
     void program_mft(uint16_t mlid);
+    // Other switches (sm_fabric.cpp).
+    void found_switch(uint16_t a, const uint8_t *node_info);
+    void scan_switch(size_t s, uint64_t ep);
+    void scan_port(uint16_t a, const std::array<uint8_t, 64> &pi);
+    void isl_up(uint16_t a);
+    void isl_down(uint16_t a);
+    void update_paths();
+    // f(port, peer attachment) for each inter-switch link of switch u whose
+    // both ends the SM knows (and, if active, both are Active).
+    template <typename F>
+    void each_link(size_t u, bool active, F &&f) const {
+        for (uint8_t k = 1; k <= switches_[u].num_ports; ++k) {
+            const auto a = static_cast<uint16_t>(switches_[u].base + k);
+            const PortCtl &c = ports_[a];
+            const PortCtl &p = ports_[c.peer];
+            if (c.isl && p.isl && p.peer == a && (!active || (c.isl_active && p.isl_active))) {
+                f(k, c.peer);
+            }
+        }
+    }
+    // f(u, port, peer attachment) for each link of a breadth-first spanning
+    // tree of the switches from the SM's own (the link from u to a switch
+    // first reached through it).
+    template <typename F>
+    void each_tree_link(bool active, F &&f) const {
+        std::vector<bool> seen(switches_.size());
+        std::vector<size_t> q{0};
+        seen[0] = true;
+        for (size_t i = 0; i < q.size(); ++i) {
+            const size_t u = q[i];
+            each_link(u, active, [&](uint8_t k, uint16_t peer) {
+                if (!seen[ports_[peer].sw]) {
+                    seen[ports_[peer].sw] = true;
+                    q.push_back(ports_[peer].sw);
+                    f(u, k, peer);
+                }
+            });
+        }
+    }
+    Hops hops() const;
+    uint8_t route(size_t s, uint16_t lid, const Hops &h) const;
+    ForwardingTables::PortSet tree_ports(size_t s) const;
 
     // CA ports.
-    void set_state(uint8_t port, CaState s);
-    void start_port(uint8_t port);
-    void verify_port(uint8_t port);
-    void configure_ca(uint8_t port, uint64_t gen);
-    void ca_set_port_info(uint8_t port, uint64_t gen, PortState state, bool rereg,
+    void set_state(uint16_t a, CaState s);
+    void start_port(uint16_t a);
+    void verify_port(uint16_t a);
+    void configure_ca(uint16_t a, uint64_t gen);
+    void ca_set_port_info(uint16_t a, uint64_t gen, PortState state, bool rereg,
                           std::function<void(const std::array<uint8_t, 64> &pi)> then);
-    void ca_done(uint8_t port);
-    void fail(uint8_t port, uint64_t gen, const std::string &why);
-    void port_gone(uint8_t port);
+    void ca_done(uint16_t a);
+    void fail(uint16_t a, uint64_t gen, const std::string &why);
+    void port_gone(uint16_t a);
     uint8_t desired_mtu(const std::array<uint8_t, 64> &ca_pi) const;
-    bool stale(uint8_t port, uint64_t gen) const { return ports_[port].gen != gen; }
+    bool stale(uint16_t a, uint64_t gen) const { return ports_[a].gen != gen; }
+    std::string aname(uint16_t a) const;  // "port 3", or "switch 0x... port 3"
 
     IbSwitch &sw_;
     EventLoop &loop_;
     Log &log_;
     Config cfg_;
-    std::vector<PortCtl> ports_;
+    std::vector<PortCtl> ports_;        // by attachment index
+    std::vector<SwitchNode> switches_;  // [0]: the SM's own
     std::map<uint64_t, Pending> pending_;
     std::mt19937_64 tid_rng_;
     uint64_t epoch_ = 0;

@@ -118,7 +118,7 @@ bool IbSwitch::attach(uint8_t port, PortSink *sink) {
     p.sink = sink;
     ++p.generation;
     p.hello = false;
-    log_.info("link", "port {}: device connected{}", port, p.admin_up ? "" : " (port disabled)");
+    log_.info("link", "{}: device connected{}", pname(port), p.admin_up ? "" : " (port disabled)");
     sink->link_state(p.admin_up);
     if (p.admin_up) {
         link_changed(port, true);
@@ -132,11 +132,13 @@ void IbSwitch::detach(uint8_t port) {
     }
     SwitchPort &p = ports_[port];
     const bool was_up = p.link_up();
+    // Nobody waits for a device that is gone (its frames are lost with it).
+    drained(port);
     p.sink = nullptr;
     ++p.generation;
     p.hello = false;
     flush_egress(p);
-    log_.info("link", "port {}: device disconnected", port);
+    log_.info("link", "{}: device disconnected", pname(port));
     if (was_up) {
         link_changed(port, false);
     }
@@ -151,7 +153,7 @@ void IbSwitch::hello(uint8_t port, uint64_t node_guid, uint64_t port_guid, uint8
     p.peer_node_guid = node_guid;
     p.peer_port_guid = port_guid;
     p.peer_port_num = port_num;
-    log_.info("link", "port {}: hello node_guid={:#018x} port_guid={:#018x} port={}", port, node_guid, port_guid,
+    log_.info("link", "{}: hello node_guid={:#018x} port_guid={:#018x} port={}", pname(port), node_guid, port_guid,
               port_num);
 }
 
@@ -167,7 +169,7 @@ bool IbSwitch::set_admin(uint8_t port, bool up) {
     }
     const bool was_up = p.link_up();
     p.admin_up = up;
-    log_.info("link", "port {}: administratively {}", port, up ? "enabled" : "disabled");
+    log_.info("link", "{}: administratively {}", pname(port), up ? "enabled" : "disabled");
     if (p.sink) {
         p.sink->link_state(up);
     }
@@ -192,7 +194,7 @@ void IbSwitch::retrain(uint8_t port) {
     if (!p.link_up()) {
         return;
     }
-    log_.info("link", "port {}: LinkDown requested, link retrains", port);
+    log_.info("link", "{}: LinkDown requested, link retrains", pname(port));
     p.sink->link_state(false);
     link_changed(port, false);
     // The link trains again shortly; the device sees a down/up pair.
@@ -204,6 +206,31 @@ void IbSwitch::retrain(uint8_t port) {
             link_changed(port, true);
         }
     });
+}
+
+std::string IbSwitch::pname(uint8_t port) const {
+    return cfg_.name.empty() ? fmt::format("port {}", port) : fmt::format("{} port {}", cfg_.name, port);
+}
+
+void IbSwitch::hold(uint8_t ingress, const ForwardingTables::PortSet &behind) {
+    for (uint8_t k = 1; k <= cfg_.num_ports; ++k) {
+        if (behind.test(k) && k != ingress) {
+            ports_[k].waiters.set(ingress);
+        }
+    }
+}
+
+void IbSwitch::drained(uint8_t egress) {
+    if (egress > cfg_.num_ports) {
+        return;
+    }
+    const ForwardingTables::PortSet w = ports_[egress].waiters;
+    ports_[egress].waiters.reset();
+    for (uint8_t k = 1; k <= cfg_.num_ports; ++k) {
+        if (w.test(k) && ports_[k].sink) {
+            ports_[k].sink->resume();
+        }
+    }
 }
 
 void IbSwitch::link_changed(uint8_t port, bool up) {
@@ -230,7 +257,7 @@ void IbSwitch::set_port_state(uint8_t port, PortState s) {
     if (port != 0 && ((old == PortState::Down && s == PortState::Init) || s == PortState::Down)) {
         port_state_change_ = true;
     }
-    log_.info("link", "port {}: {} -> {}", port, port_state_name(old), port_state_name(s));
+    log_.info("link", "{}: {} -> {}", pname(port), port_state_name(old), port_state_name(s));
 }
 
 // --- ingress ---

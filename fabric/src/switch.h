@@ -37,6 +37,7 @@ struct SwitchConfig {
     uint8_t mtu = kMtu4096;  // link MTU (MTUCap of the external ports)
     LinkRate rate{};         // LinkWidthActive / LinkSpeedActive
     std::string description = "hcasim switch";
+    std::string name;        // in logs and captures when a fabric has several switches
     uint64_t seed = 1;       // fault injection
 };
 
@@ -50,6 +51,9 @@ class PortSink {
     // The device is behind: whoever sent the last frame here should wait
     // (the link's flow control; LinkServer pauses the sender's socket).
     virtual bool congested() const { return false; }
+    // The egress this port's last frame waited for has drained: take
+    // frames from the device again (see IbSwitch::hold).
+    virtual void resume() {}
 };
 
 // Why a packet was dropped; the names appear in counters, captures, logs.
@@ -156,6 +160,8 @@ struct SwitchPort {
     Frame held;
     EventLoop::TimerId held_timer = 0;
     uint64_t generation = 0;  // bumped on every attach/detach
+    // Ingress ports held (IbSwitch::hold) until this port's sink drains.
+    ForwardingTables::PortSet waiters;
 
     bool link_up() const { return sink != nullptr && admin_up; }
     PhysState phys() const {
@@ -198,6 +204,13 @@ class IbSwitch {
     // The egress ports the last receive() left congested (PortSink::congested):
     // the ingress should stop reading until they drain.
     const ForwardingTables::PortSet &congested() const { return congested_; }
+    // Back-pressure between ports: the ingress stopped reading because its
+    // last frame went to the congested ports `behind`; once one of them
+    // drains (its sink calls drained()), the ingress's sink is resumed.
+    void hold(uint8_t ingress, const ForwardingTables::PortSet &behind);
+    void drained(uint8_t egress);
+    // "port 3", or "leaf1 port 3" in a fabric of several switches.
+    std::string pname(uint8_t port) const;
     // `link N up|down`: the device is told through link-state frames.
     bool set_admin(uint8_t port, bool up);
     // Set(PortInfo) PortState=Down on an external port: the link retrains.
@@ -218,7 +231,9 @@ class IbSwitch {
     const SwitchPort &port(uint8_t n) const { return ports_.at(n); }
     ForwardingTables &fdb() { return fdb_; }
     SwitchSma &sma() { return *sma_; }
+    const SwitchSma &sma() const { return *sma_; }
     FaultInjector &faults() { return faults_; }
+    const FaultInjector &faults() const { return faults_; }
     void set_capture(Capture *c) { capture_ = c; }
     // Changes a port's logical state (the SMA's Set(PortInfo) and link
     // events go through here).  Sets SwitchInfo:PortStateChange (IBA

@@ -40,7 +40,7 @@ void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v
         ++drops_[static_cast<size_t>(Drop::QueueFull)];
         v.lost.set(port);
         if (log_.allow("delay-full")) {
-            log_.warn("switch", "port {}: delay line full ({} packets), packet dropped", port, kMaxDelayed);
+            log_.warn("switch", "{}: delay line full ({} packets), packet dropped", pname(port), kMaxDelayed);
         }
         return;
     }

@@ -29,17 +29,6 @@ check "port is INIT with the link up before any SM" grep -q "2: INIT" $d/ports/1
 check "physical state LinkUp" grep -q "5: LinkUp" $d/ports/1/phys_state
 
 guid=0x$(cat $d/ports/1/gids/0 | tr -d : | cut -c17-)
-# opensm buffers its log; SUBNET UP must be visible as it happens.
-echo "force_log_flush TRUE" > /tmp/opensm.conf
-start_opensm() {
-    rm -f /var/log/opensm.log
-    opensm -g "$guid" -B -F /tmp/opensm.conf -f /var/log/opensm.log > /dev/null 2>&1
-    for _ in $(seq 120); do
-        grep -q "SUBNET UP" /var/log/opensm.log 2>/dev/null && return 0
-        sleep 0.5
-    done
-    return 1
-}
 check "opensm -g $guid -B logs SUBNET UP" start_opensm
 check "port becomes ACTIVE" wait_port_active 30
 ibstat > /tmp/ibstat.txt

@@ -8,15 +8,7 @@ me=$HCASIM_NODE
 peer=$((1 - me))
 check "modprobe mlx5_ib ib_umad ib_uverbs rdma_ucm ib_ipoib" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm ib_ipoib
 if [ "${HCASIM_OPENSM:-0}" = 1 ] && [ "$me" = 0 ]; then
-    guid=0x$(cut -c21- /sys/class/infiniband/mlx5_0/ports/1/gids/0 | tr -d :)
-    echo "force_log_flush TRUE" > /tmp/opensm.conf
-    opensm -g "$guid" -B -F /tmp/opensm.conf -f /var/log/opensm.log > /dev/null 2>&1
-    up=0
-    for _ in $(seq 240); do
-        grep -q "SUBNET UP" /var/log/opensm.log 2>/dev/null && { up=1; break; }
-        sleep 0.5
-    done
-    check "opensm in guest 0 logs SUBNET UP" test "$up" = 1
+    check "opensm in guest 0 logs SUBNET UP" start_opensm 120
 fi
 check "port ACTIVE" wait_port_active 120
 lid=$(($(port_attr lid)))

@@ -226,6 +226,22 @@ ipoib_pair_start() {
     check "ping $peerip" retry 30 ping -c 1 -W 2 "$peerip"
 }
 
+# start_opensm [SECONDS]: starts opensm (as a daemon) on port 1 of mlx5_0
+# and waits (default 60 s) until its log says SUBNET UP. opensm buffers its
+# log; force_log_flush makes SUBNET UP visible as it happens.
+start_opensm() {
+    local guid i
+    guid=0x$(tr -d : < /sys/class/infiniband/mlx5_0/ports/1/gids/0 | cut -c17-)
+    echo "force_log_flush TRUE" > /tmp/opensm.conf
+    rm -f /var/log/opensm.log
+    opensm -g "$guid" -B -F /tmp/opensm.conf -f /var/log/opensm.log > /dev/null 2>&1
+    for i in $(seq $((${1:-60} * 2))); do
+        grep -q "SUBNET UP" /var/log/opensm.log 2>/dev/null && return 0
+        sleep 0.5
+    done
+    return 1
+}
+
 # wait_port_active [SECONDS]: waits until port 1 of mlx5_0 is ACTIVE.
 wait_port_active() {
     local t=${1:-60}
@@ -353,4 +369,22 @@ pair() {
     fi
     barrier "$name-done" $((t + 60))
     return $rc
+}
+
+# check_capture_hops CAPTURE: (host side of a topology test) every switch of
+# the fat tree has records in the capture, and more than 1000 packets were
+# recorded by exactly three switches, leaf, spine and leaf, under one id.
+check_capture_hops() {
+    local cap=$1 s three
+    check "the run left a capture ($cap)" test -s "$cap"
+    tshark -r "$cap" -T fields -e frame.comment 2> /dev/null > /tmp/hcasim-comments.$$
+    for s in leaf0 leaf1 spine0 spine1; do
+        check "the capture has records of switch $s" grep -q "switch=$s " /tmp/hcasim-comments.$$
+    done
+    three=$(sed -n 's/^id=\(0x[0-9a-f]*\) port=[0-9]* switch=\([a-z0-9]*\) fwd=.*/\1 \2/p' /tmp/hcasim-comments.$$ |
+            sort -u | awk '{n[$1]++; s[$1] = s[$1] " " $2} END {for (i in n) if (n[i] == 3) print i s[i]}' |
+            grep -c 'leaf.*spine\|spine.*leaf')
+    echo "# $three packets crossed leaf, spine and leaf"
+    check "packets recorded at leaf, spine and leaf with one id ($three)" test "$three" -gt 1000
+    rm -f /tmp/hcasim-comments.$$
 }

@@ -21,6 +21,9 @@ def add_vm_options(p, default_timeout=600):
                    help="no built-in subnet manager/SA in the fabric (run opensm in a guest)")
     p.add_argument("--no-fabric", action="store_true",
                    help="no InfiniBand fabric: each port's link is up with nothing behind it")
+    p.add_argument("--topology", metavar="FILE",
+                   help="a fabric of several switches: the topology file (docs/FABRIC.md); node N is cabled "
+                        "where its N-th 'node' line says")
     p.add_argument("--fabric-arg", action="append", default=[],
                    help="extra hcasim-fabric option, e.g. --fabric-arg=--drop=1 (repeatable)")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[:ARGS]",
@@ -89,7 +92,12 @@ def vm_options(a):
     fault.check_specs(a.fault)
     if a.kernel:
         check_kernel(a.kernel, driver.resolve_modules(a.modules))
-    return vm.VmOptions(faults=a.fault, nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
+    if a.topology:
+        try:
+            vm.check_topology(a.topology, a.nodes)
+        except ValueError as e:
+            die(str(e))
+    return vm.VmOptions(topology=a.topology or "", faults=a.fault, nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
                         fabric_args=a.fabric_arg, modules=driver.resolve_modules(a.modules),
                         kernel=a.kernel or "", test_fault=a.test_fault or "", image=a.image)

@@ -28,6 +28,7 @@ TARGETS = {
     "fault": ("testbench/fuzz-fault", "testbench/fuzz/corpus/fault"),
     "fabric_mad": ("testbench/fuzz-fabric_mad", "testbench/fuzz/corpus/fabric_mad"),
     "control": ("testbench/fuzz-control", "testbench/fuzz/corpus/control"),
+    "topology": ("testbench/fuzz-topology", "testbench/fuzz/corpus/topology"),
     "switch": ("fabric/fuzz-fabric-switch", "fabric/fuzz/corpus/switch"),
 }
 FUZZ_CACHE = CACHE / "fuzz"

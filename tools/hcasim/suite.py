@@ -66,6 +66,10 @@ SUITES = {
     "images": ("each guest image's own stack (kernel, stock drivers, rdma-core): probe, IPoIB, RC/UD/SRQ "
                "pingpongs, ib_write_bw, part of its rdma-core suite; with --image all, a column per image",
                ["26-image-smoke"]),
+    "topology": ("fabrics beyond one switch: a two-level fat tree of four switches routed by opensm in a guest "
+                 "and by the built-in SM with LMC 1 (ibnetdiscover, ibtracert, IPoIB, RC across it, per-switch "
+                 "capture records; docs/FABRIC.md)",
+                 ["28-fabric-fattree", "29-fabric-fattree-sm"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

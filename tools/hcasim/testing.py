@@ -87,7 +87,8 @@ class Header:
     depth's would waste CI time on a hung guest), kernel=LINE (boot the
     current Debian kernel package of LINE, bookworm, trixie or sid, through
     --kernel/--modules: tools/hcasim/kernels.py), images=NAME,... (the guest
-    images the test applies to, default all: build.IMAGES), ci=0 (a long
+    images the test applies to, default all: build.IMAGES), topology=NAME
+    (the fabric is testbench/guest/topologies/NAME.topo, docs/FABRIC.md), ci=0 (a long
     test: ./hcasim suite runs it, ./hcasim test does not)."""
     nodes: int = 1
     timeout: float = 300
@@ -100,6 +101,7 @@ class Header:
     env: list = field(default_factory=list)
     append: list = field(default_factory=list)
     kernel: str = ""
+    topology: str = ""
     images: list | None = None
     ci: bool = True
 
@@ -125,6 +127,8 @@ def header(script):
                 setattr(h, k, v == "1")
             elif k == "kernel":
                 h.kernel = v
+            elif k == "topology":
+                h.topology = str(GUEST_DIR / "topologies" / f"{v}.topo")
             elif k == "images":
                 h.images = v.split(",")
             else:
@@ -138,7 +142,7 @@ def guest_header(script, depth="full"):
     timeout = h.quick_timeout if depth == "quick" and h.quick_timeout else h.timeout
     vmo = vm.VmOptions(nodes=h.nodes, timeout=timeout, allow_reboot=h.reboot, builtin_sm=h.sm,
                        fabric=h.fabric, fabric_args=list(h.fabric_args), extra_append=" ".join(h.append),
-                       kernel_line=h.kernel)
+                       kernel_line=h.kernel, topology=h.topology)
     return vmo, list(h.includes), list(h.env)
 
 

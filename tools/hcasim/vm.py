@@ -41,6 +41,7 @@ class VmOptions:
     builtin_sm: bool = True     # the fabric's subnet manager and SA (off: run opensm in a guest)
     capture: bool = True        # write fabric.pcapng in the run directory
     fabric_args: list = field(default_factory=list)
+    topology: str = ""          # a topology file (docs/FABRIC.md): several switches; node N at its N-th node line
     modules: str = ""           # a directory <kernel release>/*.ko: the guest loads these instead of its own;
                                 # with kernel=, that kernel's whole module tree
     kernel: str = ""            # a user-supplied kernel image
@@ -61,6 +62,17 @@ def new_run_dir(name):
         d = Path(f"{base}-{n}")
     d.mkdir(parents=True)
     return d
+
+
+def check_topology(path, nodes):
+    """A topology file must exist and cable at least `nodes` VMs (its
+    `node` lines; hcasim-fabric checks the rest when it starts)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"no topology file {path}")
+    cabled = sum(1 for line in p.read_text().splitlines() if line.split("#")[0].split()[:1] == ["node"])
+    if cabled < nodes:
+        raise ValueError(f"{path} cables {cabled} node(s) (its 'node' lines), not {nodes}")
 
 
 class Cluster:
@@ -97,6 +109,8 @@ class Cluster:
                     "--control-socket", self.control_socket()]
             if not self.opts.builtin_sm:
                 cmd.append("--no-sm")
+            if self.opts.topology:
+                cmd += ["--topology", Path(self.opts.topology).resolve()]
             if self.opts.capture and self.fabric_starts == 0:
                 cmd += ["--capture", self.run_dir / "fabric.pcapng"]
             cmd += self.opts.fabric_args
