@@ -53,14 +53,6 @@ fi
 smpquery -D nodeinfo 0,1,7 > /tmp/sp.txt 2>&1
 check_grep "smpquery -D nodeinfo 0,1,7: a spine, two hops away" 'NodeType:\.*Switch' /tmp/sp.txt
 
-ipoib_up
-check "ib0 carrier" retry 60 ipoib_carrier
-barrier ipoib 120
-ping_settled "IPoIB across the fat tree" 50 0.05 "192.168.77.$((peer + 1))"
-
-client_server rc 120 ibv_rc_pingpong -d mlx5_0 -g 0 -n 2000 -s 4096 -c
-sed 's/^/# /' /tmp/rc.txt | tail -2
-check "ibv_rc_pingpong -s 4096 -c: 2000 iterations with data checks" grep -qE '^[0-9]+ iters in .* = ' /tmp/rc.txt
-check_no_grep "ibv_rc_pingpong: no failure" 'invalid data|Failed|Couldn|error' /tmp/rc.txt
+ipoib_and_rc_across "the fat tree"
 check_dmesg_clean "clean dmesg"
 finish

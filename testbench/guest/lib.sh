@@ -388,3 +388,17 @@ check_capture_hops() {
     check "packets recorded at leaf, spine and leaf with one id ($three)" test "$three" -gt 1000
     rm -f /tmp/hcasim-comments.$$
 }
+
+# ipoib_and_rc_across WHAT: (two nodes) ib0 up, 50 IPoIB pings of the peer
+# without loss, and 2000 RC pingpongs of 4 KiB with data checks.
+ipoib_and_rc_across() {
+    ipoib_up
+    check "ib0 carrier" retry 60 ipoib_carrier
+    barrier ipoib 120
+    ping_settled "IPoIB across $1" 50 0.05 "192.168.77.$((1 - HCASIM_NODE + 1))"
+    client_server rc 120 ibv_rc_pingpong -d mlx5_0 -g 0 -n 2000 -s 4096 -c
+    sed 's/^/# /' /tmp/rc.txt | tail -2
+    check "ibv_rc_pingpong -s 4096 -c across $1: 2000 iterations with data checks" \
+        grep -qE '^[0-9]+ iters in .* = ' /tmp/rc.txt
+    check_no_grep "ibv_rc_pingpong: no failure" 'invalid data|Failed|Couldn|error' /tmp/rc.txt
+}

@@ -21,9 +21,11 @@ def add_vm_options(p, default_timeout=600):
                    help="no built-in subnet manager/SA in the fabric (run opensm in a guest)")
     p.add_argument("--no-fabric", action="store_true",
                    help="no InfiniBand fabric: each port's link is up with nothing behind it")
-    p.add_argument("--topology", metavar="FILE",
+    p.add_argument("--topology", metavar="FILE[,FILE]",
                    help="a fabric of several switches: the topology file (docs/FABRIC.md); node N is cabled "
-                        "where its N-th 'node' line says")
+                        "where its N-th 'node' line says; each further file is a further hcasim-fabric joined "
+                        "by the files' remote lines (@PORT@ in them: a free TCP port of 127.0.0.1), its nodes "
+                        "numbered after the first file's")
     p.add_argument("--fabric-arg", action="append", default=[],
                    help="extra hcasim-fabric option, e.g. --fabric-arg=--drop=1 (repeatable)")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[:ARGS]",

@@ -68,8 +68,8 @@ SUITES = {
                ["26-image-smoke"]),
     "topology": ("fabrics beyond one switch: a two-level fat tree of four switches routed by opensm in a guest "
                  "and by the built-in SM with LMC 1 (ibnetdiscover, ibtracert, IPoIB, RC across it, per-switch "
-                 "capture records; docs/FABRIC.md)",
-                 ["28-fabric-fattree", "29-fabric-fattree-sm"]),
+                 "capture records); one subnet across two daemons joined over TCP (docs/FABRIC.md)",
+                 ["28-fabric-fattree", "29-fabric-fattree-sm", "30-fabric-two-daemons"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

@@ -87,8 +87,9 @@ class Header:
     depth's would waste CI time on a hung guest), kernel=LINE (boot the
     current Debian kernel package of LINE, bookworm, trixie or sid, through
     --kernel/--modules: tools/hcasim/kernels.py), images=NAME,... (the guest
-    images the test applies to, default all: build.IMAGES), topology=NAME
-    (the fabric is testbench/guest/topologies/NAME.topo, docs/FABRIC.md), ci=0 (a long
+    images the test applies to, default all: build.IMAGES), topology=NAME[,NAME]
+    (the fabric is testbench/guest/topologies/NAME.topo; a second name, a
+    second daemon: docs/FABRIC.md), ci=0 (a long
     test: ./hcasim suite runs it, ./hcasim test does not)."""
     nodes: int = 1
     timeout: float = 300
@@ -128,7 +129,7 @@ def header(script):
             elif k == "kernel":
                 h.kernel = v
             elif k == "topology":
-                h.topology = str(GUEST_DIR / "topologies" / f"{v}.topo")
+                h.topology = ",".join(str(GUEST_DIR / "topologies" / f"{n}.topo") for n in v.split(","))
             elif k == "images":
                 h.images = v.split(",")
             else:

@@ -4,6 +4,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import signal
 import subprocess
 import tempfile
@@ -41,7 +42,8 @@ class VmOptions:
     builtin_sm: bool = True     # the fabric's subnet manager and SA (off: run opensm in a guest)
     capture: bool = True        # write fabric.pcapng in the run directory
     fabric_args: list = field(default_factory=list)
-    topology: str = ""          # a topology file (docs/FABRIC.md): several switches; node N at its N-th node line
+    topology: str = ""          # topology file(s), comma-separated (docs/FABRIC.md): several switches; node N at its
+                                # N-th node line; a second file is a second daemon joined by its remote lines
     modules: str = ""           # a directory <kernel release>/*.ko: the guest loads these instead of its own;
                                 # with kernel=, that kernel's whole module tree
     kernel: str = ""            # a user-supplied kernel image
@@ -64,15 +66,29 @@ def new_run_dir(name):
     return d
 
 
-def check_topology(path, nodes):
-    """A topology file must exist and cable at least `nodes` VMs (its
-    `node` lines; hcasim-fabric checks the rest when it starts)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"no topology file {path}")
-    cabled = sum(1 for line in p.read_text().splitlines() if line.split("#")[0].split()[:1] == ["node"])
+def topology_nodes(path):
+    """How many VMs a topology file cables (its `node` lines)."""
+    return sum(1 for line in Path(path).read_text().splitlines() if line.split("#")[0].split()[:1] == ["node"])
+
+
+def check_topology(paths, nodes):
+    """Topology files (comma-separated: one daemon each) must exist and
+    cable at least `nodes` VMs between them (hcasim-fabric checks the rest
+    when it starts)."""
+    files = [Path(p) for p in str(paths).split(",")]
+    for p in files:
+        if not p.is_file():
+            raise ValueError(f"no topology file {p}")
+    cabled = sum(topology_nodes(p) for p in files)
     if cabled < nodes:
-        raise ValueError(f"{path} cables {cabled} node(s) (its 'node' lines), not {nodes}")
+        raise ValueError(f"{paths} cable {cabled} node(s) (their 'node' lines), not {nodes}")
+
+
+def free_tcp_port():
+    """A TCP port of 127.0.0.1 nobody listens on now (for @PORT@ in topology files)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Cluster:
@@ -86,6 +102,8 @@ class Cluster:
         self.sock_dir = Path(tempfile.mkdtemp(prefix="hcasim-"))
         self.fabric = None
         self.fabric_log = None
+        self.more_fabrics = []   # the daemons of a second, third ... topology file
+        self.topologies = self._topologies()
         self.fabric_starts = 0
         self.vms = []
         self.logs = []
@@ -109,8 +127,8 @@ class Cluster:
                     "--control-socket", self.control_socket()]
             if not self.opts.builtin_sm:
                 cmd.append("--no-sm")
-            if self.opts.topology:
-                cmd += ["--topology", Path(self.opts.topology).resolve()]
+            if self.topologies:
+                cmd += ["--topology", self.topologies[0]]
             if self.opts.capture and self.fabric_starts == 0:
                 cmd += ["--capture", self.run_dir / "fabric.pcapng"]
             cmd += self.opts.fabric_args
@@ -123,13 +141,55 @@ class Cluster:
         self.fabric_starts += 1
         self.fabric = subprocess.Popen([str(c) for c in cmd], stdout=self.fabric_log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
+        self._wait_ready(self.fabric, ready, "fabric.log")
+        if self.fabric_starts == 1:
+            for k in range(1, len(self.topologies)):
+                self._start_more_fabric(k)
+
+    def _wait_ready(self, proc, ready, log):
         for _ in range(200):
             if ready.exists():
                 return
-            if self.fabric.poll() is not None:
-                raise RuntimeError(f"hcasim-fabric exited; see {self.run_dir / 'fabric.log'}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"hcasim-fabric exited; see {self.run_dir / log}")
             time.sleep(0.025)
         raise RuntimeError("hcasim-fabric did not start")
+
+    def _topologies(self):
+        """The topology files of the run, as given or, with @PORT@ in them
+        (the TCP port two daemons meet on), copies with a free port of
+        127.0.0.1 in its place, in the run's host-only directory (a
+        restarted daemon reads its file again; no guest may rewrite it)."""
+        if not self.opts.topology:
+            return []
+        files = [Path(p).resolve() for p in self.opts.topology.split(",")]
+        if not any("@PORT@" in f.read_text() for f in files):
+            return files
+        port = str(free_tcp_port())
+        out = []
+        for k, f in enumerate(files):
+            dst = rundir.host_side(self.run_dir, create=True) / f"topology-{k}-{f.name}"
+            dst.write_text(f.read_text().replace("@PORT@", port))
+            out.append(dst)
+        return out
+
+    def _start_more_fabric(self, k):
+        """The daemon of topology file k: its own link sockets (sock_dir/fabric-k/),
+        no SM (the first daemon's, or opensm in a guest, manages the subnet),
+        no management Ethernet, fabric-k.log and fabric-k.pcapng."""
+        d = self.sock_dir / f"fabric-{k}"
+        d.mkdir(exist_ok=True)
+        ready = d / "ready"
+        log = open(self.run_dir / f"fabric-{k}.log", "w")
+        self.logs.append(log)
+        cmd = [self.art["fabric"], "--ready-file", ready, "--ib-socket-dir", d, "--no-sm",
+               "--topology", self.topologies[k], "--control-socket", d / "fabric.ctl"]
+        if self.opts.capture:
+            cmd += ["--capture", self.run_dir / f"fabric-{k}.pcapng"]
+        (self.run_dir / f"fabric-{k}-cmdline.txt").write_text(" ".join(str(c) for c in cmd) + "\n")
+        p = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.more_fabrics.append(p)
+        self._wait_ready(p, ready, f"fabric-{k}.log")
 
     def restart_fabric(self):
         """Kills hcasim-fabric (SIGKILL, as a crash) and starts it again with
@@ -154,6 +214,12 @@ class Cluster:
         return ["-chardev", f"socket,id=fabric,path={self.fabric_port(i)},{again}"]
 
     def fabric_port(self, i):
+        """Node i's link socket: the daemon whose topology file cables it."""
+        for k, f in enumerate(self.topologies):
+            n = topology_nodes(f)
+            if i < n:
+                return self.sock_dir / (f"fabric-{k}" if k else "") / f"port{i + 1}.sock"
+            i -= n
         return self.sock_dir / f"port{i + 1}.sock"
 
     def qemu_cmd(self, i, mode, console_stdio=False):
@@ -337,6 +403,8 @@ class Cluster:
             self._kill(p)
         if self.fabric:
             self._kill(self.fabric)
+        for p in self.more_fabrics:
+            self._kill(p)
         for log in self.logs:
             log.close()
         shutil.rmtree(self.sock_dir, ignore_errors=True)
