@@ -109,6 +109,7 @@ void Device::drop_objects() {
     doorbells_.clear();
     rx_.clear();
     rx_bytes_ = 0;
+    rx_refused_ = false;
     tx_waiting_ = false;
     packet_pool_.clear();
     qps.reset();
