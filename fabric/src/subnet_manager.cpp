@@ -373,8 +373,8 @@ void SubnetManager::start_port(uint16_t port) {
     PortCtl &c = ports_[port];
     c.busy = true;
     const uint64_t gen = c.gen;
-    if (!c.isl) {
-        set_state(port, CaState::Discover);
+    if (!c.isl && c.state != CaState::Unresponsive) {
+        set_state(port, CaState::Discover);  // a silent port stays Unresponsive until it answers
     }
     const std::vector<uint8_t> path = ca_path(port);
     smp(path, mad::kGet, mad::kAttrNodeInfo, 0, nullptr, [this, port, gen, path](const Mad *r) {
@@ -662,6 +662,19 @@ void SubnetManager::fail(uint16_t port, uint64_t gen, const std::string &why) {
         c.last_error = why;
     }
     set_state(port, CaState::Unresponsive);
+    // A port whose link is up but whose CA does not answer yet is most
+    // likely a guest loading its driver: for its first kFastRetries
+    // attempts (a minute) the next one starts at once rather than at the
+    // next sweep, so the port is configured within an SMP timeout of the
+    // driver's SMA coming up.
+    if (c.failures <= kFastRetries && why.starts_with("no answer to NodeInfo")) {
+        loop_.post([this, port, gen] {
+            if (running() && port < ports_.size() && !stale(port, gen) && !ports_[port].busy &&
+                ports_[port].state == CaState::Unresponsive) {
+                start_port(port);
+            }
+        });
+    }
 }
 
 // --- views ---

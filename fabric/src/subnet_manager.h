@@ -157,6 +157,9 @@ class SubnetManager {
     size_t switches_known() const { return switches_.size(); }
     // At most this many attachments (switch ports, switches' port 0).
     static constexpr size_t kMaxAttachments = 255;
+    // Attempts (of retries + 1 SMPs each) at a silent CA port that follow
+    // each other at once before the SM waits for its sweeps.
+    static constexpr unsigned kFastRetries = 30;
     std::string status() const;
     uint64_t sweeps() const { return sweeps_; }
     uint64_t smps_sent() const { return smps_sent_; }

@@ -269,3 +269,17 @@ TEST_CASE("SM: status text", "[sm]") {
     CHECK(s.find("sm port 2: Unresponsive") != std::string::npos);
     CHECK(s.find("sm port 3: NoLink") != std::string::npos);
 }
+
+TEST_CASE("SM: a silent CA port is probed again at once, so a driver that loads is configured within a second",
+          "[sm]") {
+    TestFabric f;
+    f.ca(1).set_answer_smps(false);
+    f.bring_up({1});
+    f.run(3000000);  // one attempt failed at 2 s; the next is under way
+    CHECK(f.sm().ca_state(1) == CaState::Unresponsive);
+    CHECK(f.sm().smp_timeouts() == 1);
+    f.ca(1).set_answer_smps(true);
+    f.run(1000000);  // well before the next sweep (5 s)
+    CHECK(f.ca(1).state() == PortState::Active);
+    CHECK(f.sm().ca_state(1) == CaState::Active);
+}
