@@ -9,8 +9,10 @@ from hcasim.common import die, say
 
 
 def add_vm_options(p, default_timeout=600):
-    p.add_argument("--nodes", type=int, default=1, help="number of VMs (default 1)")
-    p.add_argument("--smp", type=int, default=2, help="vCPUs per VM (default 2)")
+    p.add_argument("--nodes", type=int, default=1, help="number of VMs (default 1, at most 16; with many, "
+                   "--smp 1 --mem 512M keep a 2-core host going)")
+    p.add_argument("--smp", type=int, default=0, help="vCPUs per VM (default: the host's CPUs shared out among "
+                   "the VMs, 1 or 2)")
     p.add_argument("--mem", default="1536M", help="memory per VM (default 1536M)")
     p.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
                    help="QEMU accelerator (default tcg; kvm only where it really works)")
@@ -89,8 +91,8 @@ def check_kernel(kernel, modules):
 
 
 def vm_options(a):
-    if a.nodes < 1 or a.nodes > 8:
-        die("--nodes must be between 1 and 8")
+    if a.nodes < 1 or a.nodes > 16:
+        die("--nodes must be between 1 and 16")
     fault.check_specs(a.fault)
     if a.kernel:
         check_kernel(a.kernel, driver.resolve_modules(a.modules))

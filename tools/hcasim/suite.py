@@ -70,6 +70,9 @@ SUITES = {
                  "and by the built-in SM with LMC 1 (ibnetdiscover, ibtracert, IPoIB, RC across it, per-switch "
                  "capture records); one subnet across two daemons joined over TCP (docs/FABRIC.md)",
                  ["28-fabric-fattree", "29-fabric-fattree-sm", "30-fabric-two-daemons"]),
+    "scale": ("16 VMs (1 vCPU, 512 MiB) on one switch with the built-in SM and with opensm in a guest: every "
+              "port Active with its own LID, all pairs of 8 VMs ping over IPoIB, four ib_write_bw pairs at once",
+              ["31-scale-16", "32-scale-16-opensm"]),
     "robustness": ("the host side under a wrong or hostile guest: teardown and FLR under traffic, fabric restart, "
                    "the run directory's protection, the hostile guest",
                    ["13-teardown", "14-fabric-restart", "15-harness", "16-hostile"]),

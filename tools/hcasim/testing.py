@@ -78,7 +78,7 @@ def qtest(line):
 @dataclass
 class Header:
     """A guest test's "# hcasim-test: k=v ..." line (among its first ten):
-    nodes, timeout, reboot=1, sm=0 (no built-in SM: opensm in a guest),
+    nodes, smp (vCPUs per VM), mem (per VM, e.g. 512M), timeout, reboot=1, sm=0 (no built-in SM: opensm in a guest),
     fabric=0, fabric-arg=OPT (repeatable, e.g. fabric-arg=--drop=1),
     include=FILE (a file of testbench/guest/ prepended after lib.sh),
     env=K=V (repeatable, exported before the script), append=ARG
@@ -92,6 +92,8 @@ class Header:
     second daemon: docs/FABRIC.md), ci=0 (a long
     test: ./hcasim suite runs it, ./hcasim test does not)."""
     nodes: int = 1
+    smp: int = 0  # vm.auto_smp()
+    mem: str = "1536M"
     timeout: float = 300
     quick_timeout: float | None = None
     reboot: bool = False
@@ -120,8 +122,10 @@ def header(script):
             k, _, v = kv.partition("=")
             if k in lists:
                 lists[k].append(v)
-            elif k in ("nodes",):
-                h.nodes = int(v)
+            elif k in ("nodes", "smp"):
+                setattr(h, k, int(v))
+            elif k == "mem":
+                h.mem = v
             elif k in ("timeout", "quick-timeout"):
                 setattr(h, k.replace("-", "_"), float(v))
             elif k in ("reboot", "sm", "fabric", "ci"):
@@ -141,7 +145,7 @@ def guest_header(script, depth="full"):
     """(VmOptions, includes, env) of the script's header at the depth."""
     h = header(script)
     timeout = h.quick_timeout if depth == "quick" and h.quick_timeout else h.timeout
-    vmo = vm.VmOptions(nodes=h.nodes, timeout=timeout, allow_reboot=h.reboot, builtin_sm=h.sm,
+    vmo = vm.VmOptions(nodes=h.nodes, smp=h.smp, mem=h.mem, timeout=timeout, allow_reboot=h.reboot, builtin_sm=h.sm,
                        fabric=h.fabric, fabric_args=list(h.fabric_args), extra_append=" ".join(h.append),
                        kernel_line=h.kernel, topology=h.topology)
     return vmo, list(h.includes), list(h.env)
