@@ -41,6 +41,7 @@ class SwitchLink {
         bool congested() const override { return q.size() >= kHighFrames; }
         void link_state(bool up) override;
         void resume() override;
+        bool switch_link() const override { return true; }
 
         SwitchLink *link = nullptr;
         IbSwitch *sw = nullptr;

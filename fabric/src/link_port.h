@@ -69,6 +69,7 @@ class RemoteLink : public PortSink {
     bool congested() const override;
     void link_state(bool up) override;
     void resume() override;
+    bool switch_link() const override { return true; }
 
     bool connected() const { return conn_ != nullptr; }
     uint64_t connects() const { return connects_; }

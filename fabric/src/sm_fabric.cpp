@@ -20,6 +20,28 @@ constexpr uint8_t kPhysLinkUp = 5;
 constexpr size_t kMaxSwitches = 64;
 }  // namespace
 
+void SubnetManager::verify_switch(uint16_t a, uint64_t gen, const std::array<uint8_t, 64> &node_info) {
+    const size_t s = ports_[a].sw;
+    const uint8_t k = ports_[a].port;
+    switch_smp(s, mad::kGet, mad::kAttrHcasimSwitchLinks, 0, nullptr, [this, a, k, gen, node_info](const Mad *r) {
+        if (stale(a, gen)) {
+            return;
+        }
+        if (r && !smp_status(*r) && (smp_data(*r)[k / 8] >> (k % 8) & 1)) {
+            found_switch(a, node_info.data());
+            return;
+        }
+        PortCtl &c = ports_[a];
+        c.busy = false;
+        if (c.state != CaState::Unsupported) {
+            log_.warn("sm", "{}: the node there answers as switch {:#018x}, but the port is cabled to a device "
+                            "(a guest posing as a switch?); not managed",
+                      aname(a), get64(node_info, ni::kNodeGuid));
+        }
+        set_state(a, CaState::Unsupported);
+    });
+}
+
 // Attachment a's neighbour answered NodeInfo as a switch: a is an
 // inter-switch link; a switch not seen before gets its attachments.
 void SubnetManager::found_switch(uint16_t a, const uint8_t *d) {

@@ -349,6 +349,17 @@ uint16_t SwitchSma::do_attr(uint8_t method, uint16_t attr, uint32_t mod, Data d,
             return kBadAttr;
         }
         return sm_info_(d, set);
+    case mad::kAttrHcasimSwitchLinks:
+        if (set || mod != 0) {
+            return set ? kBadAttr : kBadField;
+        }
+        std::fill(d.begin(), d.end(), uint8_t{0});
+        for (uint8_t k = 1; k <= n; ++k) {
+            if (sw_.port(k).sink && sw_.port(k).sink->switch_link()) {
+                d[k / 8] = static_cast<uint8_t>(d[k / 8] | 1u << (k % 8));
+            }
+        }
+        return kOk;
     case mad::kAttrMlnxExtPortInfo:
         // Mellanox ExtendedPortInfo (ibnetdiscover asks every port): no
         // FDR10, so StateChangeEnable and the LinkSpeed bytes are zero.

@@ -392,7 +392,7 @@ void SubnetManager::start_port(uint16_t port) {
         PortCtl &pc = ports_[port];
         const uint8_t *d = smp_data(*r);
         if (d[ni::kNodeType] == ni::kTypeSwitch) {
-            found_switch(port, d);
+            verify_switch(port, gen, data_of(*r));
             return;
         }
         if (d[ni::kNodeType] != ni::kTypeCa) {

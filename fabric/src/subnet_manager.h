@@ -263,6 +263,10 @@ class SubnetManager {
     void program_lft();
     void program_mft(uint16_t mlid);
     // Other switches (sm_fabric.cpp).
+    // A node answered NodeInfo as a switch behind attachment a: believed only
+    // if a's own switch says a is cabled to a switch (kAttrHcasimSwitchLinks),
+    // so a guest posing as a switch never gets the switches' M_Key.
+    void verify_switch(uint16_t a, uint64_t gen, const std::array<uint8_t, 64> &node_info);
     void found_switch(uint16_t a, const uint8_t *node_info);
     void scan_switch(size_t s, uint64_t ep);
     void scan_port(uint16_t a, const std::array<uint8_t, 64> &pi);

@@ -54,6 +54,8 @@ class PortSink {
     // The egress this port's last frame waited for has drained: take
     // frames from the device again (see IbSwitch::hold).
     virtual void resume() {}
+    // A cable to another switch (not a device a guest drives).
+    virtual bool switch_link() const { return false; }
 };
 
 // Why a packet was dropped; the names appear in counters, captures, logs.

@@ -257,7 +257,7 @@ uint16_t FakeCa::sma(Mad &m) {
         std::fill(d.begin(), d.end(), 0);
         d[ni::kBaseVersion] = 1;
         d[ni::kClassVersion] = 1;
-        d[ni::kNodeType] = ni::kTypeCa;
+        d[ni::kNodeType] = opt_.node_type;
         d[ni::kNumPorts] = 1;
         set64(d, ni::kSystemImageGuid, opt_.node_guid);
         set64(d, ni::kNodeGuid, opt_.node_guid);

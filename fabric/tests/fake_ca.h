@@ -30,6 +30,7 @@ class FakeCa : public PortSink {
         uint8_t port_num = 1;
         uint8_t mtu_cap = kMtu4096;
         bool answer_smps = true;       // false: the guest driver is not loaded
+        uint8_t node_type = 1;         // NodeInfo:NodeType (2: a guest posing as a switch)
         bool client_rereg_sup = true;  // PortInfo:CapabilityMask bit 25
         std::string description = "fake CA";
         // RMPP receiver: segments per ACK window, and a segment to lose once.

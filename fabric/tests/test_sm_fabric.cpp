@@ -33,7 +33,7 @@ struct FatTree {
     std::unique_ptr<IbFabric> fabric;
     std::unique_ptr<FakeCa> a, b, c;
 
-    explicit FatTree(uint8_t lmc = 0) {
+    explicit FatTree(uint8_t lmc = 0, uint8_t c_node_type = 1) {
         log.capture_in_memory();
         log.set_level(Log::Level::Debug);
         FabricOptions o = test_options(8, true);
@@ -44,7 +44,9 @@ struct FatTree {
         fabric = std::make_unique<IbFabric>(loop, log, o);
         a = std::make_unique<FakeCa>(sw(0), loop, 1, ca_options(1));
         b = std::make_unique<FakeCa>(sw(1), loop, 1, ca_options(2));
-        c = std::make_unique<FakeCa>(sw(0), loop, 2, ca_options(3));
+        FakeCa::Options co = ca_options(3);
+        co.node_type = c_node_type;
+        c = std::make_unique<FakeCa>(sw(0), loop, 2, co);
         a->connect();
         b->connect();
         c->connect();
@@ -187,4 +189,24 @@ TEST_CASE("SM fabric: multicast reaches each member once along a spanning tree",
     CHECK(l1.test(1));
     CHECK(f.sw(0).fdb().mcast_ports(0xc001).test(1));
     CHECK_FALSE(f.sw(0).fdb().mcast_ports(0xc001).test(2));
+}
+
+TEST_CASE("SM fabric: a guest answering NodeInfo as a switch is not believed and never sees the M_Key",
+          "[sm][topology][protect]") {
+    FatTree f(0, 2);  // c, on leaf0's device port 2, claims to be a switch
+    CHECK(f.sm().switches_known() == 4);
+    CHECK(f.sm().ca_state(2) == CaState::Unsupported);
+    CHECK(f.log.contains("port 2: the node there answers as switch"));
+    // It got the NodeInfo probe and nothing with a key.
+    for (const Mad &m : f.c->smp_requests()) {
+        CHECK(get64(m, mad::smp::kMkey) == 0);
+    }
+    CHECK_FALSE(f.c->smp_requests().empty());
+    // The real switches still hold their key, and the others are Active.
+    CHECK(f.sw(0).port(0).pi.mkey == f.sm().switch_mkey());
+    CHECK(f.a->state() == PortState::Active);
+    CHECK(f.b->state() == PortState::Active);
+    // The switch tells which of its ports are cabled to switches.
+    CHECK(f.sw(0).port(7).sink->switch_link());
+    CHECK_FALSE(f.sw(0).port(2).sink->switch_link());
 }

@@ -103,6 +103,11 @@ enum Attr : uint16_t {
     kAttrLedInfo = 0x0031,
     kAttrPortInfoExtended = 0x0033,
     kAttrMlnxExtPortInfo = 0xff90,
+    // hcasim's own (vendor-specific range, IBA 14.2.5): a switch's ports
+    // cabled to another switch, bit k of byte k / 8 for port k.  The
+    // built-in SM asks a switch before it believes that the node behind one
+    // of its ports is a switch (a guest can answer NodeInfo as one).
+    kAttrHcasimSwitchLinks = 0xff70,
 };
 
 // NodeInfo (IBA 14.2.5.3), offsets inside the SMP data.
