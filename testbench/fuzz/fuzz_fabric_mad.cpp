@@ -61,7 +61,7 @@ constexpr uint16_t kSmpAttrs[] = {
     mad::kAttrNodeDescription, mad::kAttrNodeInfo, mad::kAttrSwitchInfo, mad::kAttrGuidInfo, mad::kAttrPortInfo,
     mad::kAttrPKeyTable, mad::kAttrSlToVlTable, mad::kAttrVlArbitration, mad::kAttrLinearForwardingTable,
     mad::kAttrRandomForwardingTable, mad::kAttrMulticastForwardingTable, mad::kAttrSmInfo, mad::kAttrNotice,
-    mad::kAttrLedInfo, mad::kAttrPortInfoExtended,
+    mad::kAttrLedInfo, mad::kAttrPortInfoExtended, mad::kAttrMlnxExtPortInfo, mad::kAttrHcasimSwitchLinks,
 };
 constexpr uint16_t kSaAttrs[] = {
     mad::sa::kClassPortInfo, mad::sa::kNotice, mad::sa::kInformInfo, mad::sa::kNodeRecord,
