@@ -9,7 +9,11 @@ uint64_t next_id = 0;
 }
 
 FramedConn::FramedConn(Socket sock, OnFrame on_frame, OnClose on_close)
-    : sock_(std::move(sock)), on_frame_(std::move(on_frame)), on_close_(std::move(on_close)), id_(++next_id) {}
+    : sock_(std::move(sock)),
+      hold_timer_(sock_.get_executor()),
+      on_frame_(std::move(on_frame)),
+      on_close_(std::move(on_close)),
+      id_(++next_id) {}
 
 void FramedConn::start() { read_more(); }
 
@@ -18,6 +22,7 @@ void FramedConn::close() {
         return;
     }
     closed_ = true;
+    hold_timer_.cancel();
     boost::system::error_code ec;
     sock_.close(ec);
     auto self = shared_from_this();
@@ -81,7 +86,22 @@ void FramedConn::take_frames() {
     read_more();
 }
 
+bool FramedConn::hold_reading() {
+    if (paused_ || closed_) {
+        return false;
+    }
+    paused_ = true;
+    hold_timer_.expires_after(kHoqLifetime);
+    hold_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (!ec) {
+            self->resume_reading();
+        }
+    });
+    return true;
+}
+
 void FramedConn::resume_reading() {
+    hold_timer_.cancel();
     paused_ = false;
     if (read_stopped_ && !closed_ && !taking_) {
         read_stopped_ = false;

@@ -67,6 +67,10 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     // start again (a paused connection is still written to).
     void pause_reading() { paused_ = true; }
     void resume_reading();
+    // Back-pressure: pause reading until resume_reading(), or for at most
+    // the HOQ lifetime (a stuck egress holds nobody longer).  False if
+    // reading was paused already.
+    bool hold_reading();
     bool reading_paused() const { return paused_; }
     size_t queued() const { return queue_.size(); }
     uint64_t hoq_drops() const { return hoq_drops_; }
@@ -90,6 +94,7 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
     void fail(const char *what);
 
     Socket sock_;
+    boost::asio::steady_timer hold_timer_;
     OnFrame on_frame_;
     OnClose on_close_;
     // Bytes read and not yet delivered: [rbegin_, rend_) of rbuf_ (grown,

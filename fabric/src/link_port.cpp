@@ -13,7 +13,7 @@ using asio::local::stream_protocol;
 class LinkServer::Port : public PortSink {
   public:
     Port(LinkServer &srv, asio::io_context &io, IbSwitch &sw, Log &log, uint8_t num, const std::string &path)
-        : srv_(srv), sw_(sw), log_(log), num_(num), path_(path), acceptor_(io), hold_timer_(io) {
+        : srv_(srv), sw_(sw), log_(log), num_(num), path_(path), acceptor_(io) {
         ::unlink(path.c_str());
         stream_protocol::endpoint ep(path);
         acceptor_.open(ep.protocol());
@@ -41,7 +41,6 @@ class LinkServer::Port : public PortSink {
     }
     // Back-pressure: an egress this port's device sent to has drained.
     void resume() override {
-        hold_timer_.cancel();
         if (conn_) {
             conn_->resume_reading();
         }
@@ -109,7 +108,6 @@ class LinkServer::Port : public PortSink {
         }
         auto keep = std::move(conn_);
         sw_.detach(num_);
-        resume();
     }
 
     // This port's device sent a frame to ports that are behind, so its
@@ -120,17 +118,9 @@ class LinkServer::Port : public PortSink {
             return;
         }
         sw_.hold(num_, behind);
-        if (conn_->reading_paused()) {
-            return;
+        if (conn_->hold_reading()) {
+            ++srv_.holds_;
         }
-        conn_->pause_reading();
-        ++srv_.holds_;
-        hold_timer_.expires_after(FramedConn::kHoqLifetime);
-        hold_timer_.async_wait([this](boost::system::error_code ec) {
-            if (!ec) {
-                resume();
-            }
-        });
     }
 
     LinkServer &srv_;
@@ -140,7 +130,6 @@ class LinkServer::Port : public PortSink {
     std::string path_;
     stream_protocol::acceptor acceptor_;
     std::shared_ptr<FramedConn> conn_;
-    asio::steady_timer hold_timer_;
 };
 
 std::string LinkServer::socket_path(const std::string &dir, unsigned port) {
@@ -177,8 +166,7 @@ RemoteLink::RemoteLink(asio::io_context &io, IbSwitch &sw, Log &log, uint8_t por
       port_(port),
       listen_(listen),
       ep_(asio::ip::make_address(host), tcp_port),
-      retry_timer_(io),
-      hold_timer_(io) {
+      retry_timer_(io) {
     what_ = fmt::format("{}: inter-switch link {} {}:{}", sw_.pname(port), listen ? "listening on" : "to", host,
                         tcp_port);
     if (listen_) {
@@ -203,7 +191,6 @@ RemoteLink::~RemoteLink() {
         connecting_->close(ec);
     }
     retry_timer_.cancel();
-    hold_timer_.cancel();
     if (conn_) {
         auto c = std::move(conn_);
         sw_.detach(port_);
@@ -295,7 +282,6 @@ void RemoteLink::link_state(bool up) {
 }
 
 void RemoteLink::resume() {
-    hold_timer_.cancel();
     if (conn_) {
         conn_->resume_reading();
     }
@@ -303,16 +289,7 @@ void RemoteLink::resume() {
 
 void RemoteLink::hold() {
     sw_.hold(port_, sw_.congested());
-    if (conn_->reading_paused()) {
-        return;
-    }
-    conn_->pause_reading();
-    hold_timer_.expires_after(FramedConn::kHoqLifetime);
-    hold_timer_.async_wait([this](boost::system::error_code ec) {
-        if (!ec) {
-            resume();
-        }
-    });
+    conn_->hold_reading();
 }
 
 void RemoteLink::on_frame(Frame f) {
@@ -365,7 +342,6 @@ void RemoteLink::on_close(FramedConn &c) {
     auto keep = std::move(conn_);
     log_.info("link", "{}: disconnected", what_);
     sw_.detach(port_);
-    resume();
     if (!listen_ && !closing_) {
         retry_later();
     }

@@ -96,7 +96,6 @@ class RemoteLink : public PortSink {
     std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
     std::unique_ptr<boost::asio::ip::tcp::socket> connecting_;
     boost::asio::steady_timer retry_timer_;
-    boost::asio::steady_timer hold_timer_;
     std::shared_ptr<FramedConn> conn_;
     bool peer_up_ = true;  // the other side's port is not administratively down
     bool closing_ = false;
