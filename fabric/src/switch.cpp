@@ -300,6 +300,10 @@ void IbSwitch::receive(uint8_t port, const Frame &frame) {
             // drops it and the capture shows what arrived.
             ++p.ctr.fault_corrupted;
             std::vector<uint8_t> copy(lf.body.begin(), lf.body.end());
+            if (in.flags & iba::link::kNoCrcs) {
+                iba::fill_crcs(copy);  // what the wire would have carried, then the flip
+                in.flags &= static_cast<uint8_t>(~iba::link::kNoCrcs);
+            }
             faults_.corrupt(copy);
             in.frame = make_packet_frame(in.id, copy, in.flags);
             in.pkt = std::span<const uint8_t>(*in.frame).subspan(iba::link::kHeader);
@@ -346,13 +350,21 @@ void IbSwitch::drop(Ingress &in, Verdict &v, Drop d) {
 }
 
 void IbSwitch::record(const Ingress &in, const Verdict &v) {
-    if (capture_) {
-        capture_->record(in.id, in.port, in.pkt, v.str());
+    if (!capture_) {
+        return;
     }
+    if (in.flags & iba::link::kNoCrcs) {
+        // The capture shows the packet as the wire would carry it.
+        capture_buf_.assign(in.pkt.begin(), in.pkt.end());
+        iba::fill_crcs(capture_buf_);
+        capture_->record(in.id, in.port, capture_buf_, v.str());
+        return;
+    }
+    capture_->record(in.id, in.port, in.pkt, v.str());
 }
 
 void IbSwitch::process(Ingress &in, Verdict &v) {
-    const iba::ParseError err = iba::parse(in.pkt, in.v);
+    const iba::ParseError err = iba::parse(in.pkt, in.v, !(in.flags & iba::link::kNoCrcs));
     if (err != iba::ParseError::None) {
         drop(in, v, drop_for(err));
         return;
@@ -632,10 +644,8 @@ Frame IbSwitch::rebuilt_smp(const Ingress &in, const Mad &m, uint16_t dlid, uint
     lrh->dlid.set(dlid);
     lrh->slid.set(slid);
     std::memcpy(p.data() + kSmpOffset, m.data(), mad::kSize);
-    const size_t end = p.size() - 6;
-    hca::store_be32(p.data() + end, iba::icrc({p.data(), end}));
-    hca::store_be16(p.data() + end + 4, iba::vcrc({p.data(), end + 4}));
-    return make_packet_frame(in.id, p, in.flags);
+    iba::fill_crcs(p);
+    return make_packet_frame(in.id, p, static_cast<uint8_t>(in.flags & ~iba::link::kNoCrcs));
 }
 
 void IbSwitch::deliver_smp_local(Ingress &in, const Mad &m, bool to_sm, Verdict &v) {

@@ -280,6 +280,7 @@ class IbSwitch {
     FaultInjector faults_;
     std::unique_ptr<SwitchSma> sma_;
     Capture *capture_ = nullptr;
+    std::vector<uint8_t> capture_buf_;  // a packet sent without CRCs, with them, for the capture
     MadHandler sm_handler_;
     MadHandler gsi_handler_;
     LinkHandler link_handler_;

@@ -27,6 +27,13 @@ void IbSwitch::transmit(uint8_t port, const Frame &f, uint64_t bytes, Verdict &v
     if (faults_.roll_corrupt(port)) {
         ++p.ctr.fault_corrupted;
         std::vector<uint8_t> copy(f->begin(), f->end());
+        uint8_t &flags = copy[iba::link::kFlagsByte];  // parsed before: a whole header
+        if (flags & iba::link::kNoCrcs) {
+            // What the wire would have carried, then the flip: the
+            // receiver checks the CRCs again and sees it.
+            iba::fill_crcs(std::span<uint8_t>(copy).subspan(iba::link::kHeader));
+            flags = static_cast<uint8_t>(flags & ~iba::link::kNoCrcs);
+        }
         faults_.corrupt(copy, iba::link::kHeader);
         out = std::make_shared<const std::vector<uint8_t>>(std::move(copy));
     }

@@ -50,7 +50,8 @@ bool FakeCa::deliver(const Frame &f) {
     // A device handles packets off the switch's call path.
     std::vector<uint8_t> pkt(lf.body.begin(), lf.body.end());
     const uint64_t id = lf.packet_id;
-    loop_.post([this, id, pkt = std::move(pkt)]() mutable { handle(id, std::move(pkt)); });
+    const uint8_t flags = lf.flags;
+    loop_.post([this, id, flags, pkt = std::move(pkt)]() mutable { handle(id, std::move(pkt), flags); });
     return true;
 }
 
@@ -64,11 +65,12 @@ size_t FakeCa::received_data() const {
     return n;
 }
 
-void FakeCa::send_raw(std::vector<uint8_t> packet, uint64_t id) {
+void FakeCa::send_raw(std::vector<uint8_t> packet, uint64_t id, uint8_t flags) {
     if (!attached_) {
         return;
     }
-    sw_.receive(sw_port_, make_packet_frame(id ? id : (uint64_t{opt_.port_guid & 0xffff} << 32 | next_id_++), packet));
+    sw_.receive(sw_port_,
+                make_packet_frame(id ? id : (uint64_t{opt_.port_guid & 0xffff} << 32 | next_id_++), packet, flags));
 }
 
 std::vector<uint8_t> FakeCa::ud_packet(uint16_t dlid, uint32_t dqpn, uint32_t qkey, size_t payload_len, bool grh,
@@ -93,12 +95,12 @@ void FakeCa::send_ud(uint16_t dlid, uint32_t dqpn, uint32_t qkey, size_t payload
     send_raw(ud_packet(dlid, dqpn, qkey, payload_len, grh, dgid));
 }
 
-void FakeCa::handle(uint64_t id, std::vector<uint8_t> pkt) {
+void FakeCa::handle(uint64_t id, std::vector<uint8_t> pkt, uint8_t flags) {
     if (opt_.record) {
-        received_.push_back({id, pkt});
+        received_.push_back({id, pkt, flags});
     }
     iba::PacketView v;
-    if (iba::parse(pkt, v) != iba::ParseError::None) {
+    if (iba::parse(pkt, v, !(flags & iba::link::kNoCrcs)) != iba::ParseError::None) {
         return;
     }
     MadAddress a;

@@ -68,6 +68,7 @@ class FakeCa : public PortSink {
     struct Received {
         uint64_t id;
         std::vector<uint8_t> packet;
+        uint8_t flags = 0;  // the link frame's (iba::link::kNoCrcs)
     };
 
     FakeCa(IbSwitch &sw, EventLoop &loop, uint8_t switch_port, const Options &opt);
@@ -117,7 +118,7 @@ class FakeCa : public PortSink {
     const Mad *smp_response(uint64_t tid) const;
 
     // Data packets.
-    void send_raw(std::vector<uint8_t> packet, uint64_t id = 0);
+    void send_raw(std::vector<uint8_t> packet, uint64_t id = 0, uint8_t flags = 0);
     std::vector<uint8_t> ud_packet(uint16_t dlid, uint32_t dqpn, uint32_t qkey, size_t payload_len,
                                    bool grh = false, const iba::Gid &dgid = {}) const;
     void send_ud(uint16_t dlid, uint32_t dqpn, uint32_t qkey, size_t payload_len, bool grh = false,
@@ -126,7 +127,7 @@ class FakeCa : public PortSink {
     size_t received_data() const;  // non-VL15 packets received
 
   private:
-    void handle(uint64_t id, std::vector<uint8_t> pkt);
+    void handle(uint64_t id, std::vector<uint8_t> pkt, uint8_t flags);
     void handle_smp(const iba::PacketView &v, Mad m);
     uint16_t sma(Mad &m);
     void port_info(std::span<uint8_t> d) const;

@@ -133,6 +133,69 @@ TEST_CASE("faults: corruption is caught by the CRC checks", "[faults]") {
     }
 }
 
+TEST_CASE("faults: packets sent without CRCs get them before a bit flips", "[faults]") {
+    // A device leaves the CRCs out (iba::link::kNoCrcs); the switch neither
+    // checks nor adds them on the way, but a corrupting fault computes them
+    // first, so the flipped bit is caught as on a wire.
+    Pair p;
+    MemoryCapture cap;
+    p.f.sw().set_capture(&cap);
+    auto blast = [&](size_t n) {
+        const size_t before = p.f.ca(2).received().size();
+        for (size_t i = 0; i < n; ++i) {
+            auto pkt = p.f.ca(1).ud_packet(3, 0x99, 1, 64);
+            std::fill(pkt.end() - 6, pkt.end(), uint8_t{0});
+            p.f.ca(1).send_raw(std::move(pkt), 5000 + i, iba::link::kNoCrcs);
+        }
+        p.f.run(1000);
+        return std::vector<FakeCa::Received>(p.f.ca(2).received().begin() + static_cast<ptrdiff_t>(before),
+                                             p.f.ca(2).received().end());
+    };
+    SECTION("no fault: forwarded as they came, the capture shows the wire's CRCs") {
+        const auto got = blast(100);
+        REQUIRE(got.size() == 100);
+        for (const auto &r : got) {
+            CHECK(r.flags == iba::link::kNoCrcs);
+            CHECK(hca::load_be32(&r.packet[r.packet.size() - 6]) == 0);
+        }
+        CHECK(p.f.sw().port(1).ctr.rcv_errors == 0);
+        size_t data = 0;
+        for (const auto &c : cap.records) {
+            if (c.id >= 5000 && c.id < 5100) {
+                ++data;
+                iba::PacketView v;
+                CHECK(iba::parse(c.packet, v) == iba::ParseError::None);  // CRCs checked
+            }
+        }
+        CHECK(data == 100);
+    }
+    SECTION("corrupted on the ingress link: the switch drops them") {
+        p.f.sw().faults().set_corrupt(1, 20);
+        const auto got = blast(500);
+        const uint64_t bad = p.f.sw().port(1).ctr.fault_corrupted;
+        CHECK(bad > 50);
+        CHECK(got.size() + bad == 500);
+        CHECK(p.f.sw().port(1).ctr.rcv_errors == bad);
+    }
+    SECTION("corrupted on the egress link: the device gets them with CRCs that fail") {
+        p.f.sw().faults().set_corrupt(2, 20);
+        const auto got = blast(500);
+        const uint64_t bad = p.f.sw().port(2).ctr.fault_corrupted;
+        CHECK(bad > 50);
+        REQUIRE(got.size() == 500);
+        size_t with_crcs = 0, good = 0;
+        for (const auto &r : got) {
+            if (!(r.flags & iba::link::kNoCrcs)) {
+                ++with_crcs;
+                iba::PacketView v;
+                good += iba::parse(r.packet, v) == iba::ParseError::None;
+            }
+        }
+        CHECK(with_crcs == bad);
+        CHECK(good == 0);
+    }
+}
+
 TEST_CASE("faults: delay towards the device keeps the order", "[faults]") {
     Pair p;
     p.f.sw().faults().set_delay(2, 2000);

@@ -424,7 +424,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     const uint8_t vl = lrh->vl_lver >> 4;
     if (tracer_.on(kTrPkt)) {
         iba::PacketView v;
-        if (iba::parse(pkt.bytes, v) == iba::ParseError::None) {
+        if (iba::parse(pkt.bytes, v, false) == iba::ParseError::None) {
             trace(kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}{}", pkt.id,
                   src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
                   wqe_index >= 0 ? fmt::format(" wqe=0x{:x}", wqe_index) : "",
@@ -467,7 +467,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         return;
     }
     uint8_t header[iba::link::kHeader];
-    iba::link::put_header(header, iba::link::kPacket, 0, pkt.id);
+    iba::link::put_header(header, iba::link::kPacket, cfg_.link_crcs ? 0 : iba::link::kNoCrcs, pkt.id);
     host_.port_tx(p.num(), header, pkt.bytes);
     recycle(std::move(pkt));
 }
@@ -481,6 +481,7 @@ void Device::port_rx(unsigned port, const uint8_t *frame, size_t len) {
     case iba::link::kPacket: {
         Packet pkt = new_packet();
         pkt.id = f.packet_id;
+        pkt.no_crcs = (f.flags & iba::link::kNoCrcs) != 0;
         pkt.bytes.assign(f.body.begin(), f.body.end());
         rx_push(std::move(pkt));
         schedule();
@@ -512,7 +513,7 @@ void Device::receive(Packet &pkt) {
     ++run_packets_;
     run_bytes_ += pkt.bytes.size();
     iba::PacketView v;
-    const iba::ParseError e = iba::parse(pkt.bytes, v, !pkt.looped);
+    const iba::ParseError e = iba::parse(pkt.bytes, v, !pkt.looped && !pkt.no_crcs);
     if (e != iba::ParseError::None) {
         ++p.counters().rcv_errors;
         ++counters.packets_dropped;

@@ -40,6 +40,10 @@ struct DeviceConfig {
     std::string trace_filter = "all";
     uint64_t trace_max_bytes = 0;
     bool fabric = false;  // the port's link follows a fabric connection
+    // Compute the ICRC and VCRC of every packet sent to the link. Off, the
+    // packets go out without them, flagged (iba::link::kNoCrcs), and the
+    // fabric adds them where they matter (captures, corrupting faults).
+    bool link_crcs = false;
     // A deliberate device bug, only for checking that the test runner
     // notices one: "cqe-opcode" (requester CQEs say RESP_SEND, not REQ).
     std::string test_fault;

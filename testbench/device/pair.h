@@ -52,7 +52,9 @@ struct Pair {
     Node a{w.a, 1};
     Node b{w.b, 2};
     QpHandle qa, qb;
-    explicit Pair(uint8_t st = hca::kQpRc, uint8_t retry = 7, uint8_t rnr_retry = 7) {
+    // link_crcs: the devices compute every packet's CRCs (DeviceConfig).
+    explicit Pair(uint8_t st = hca::kQpRc, uint8_t retry = 7, uint8_t rnr_retry = 7, bool link_crcs = false)
+        : w(config(0x0002c90300b00001, link_crcs), config(0x0002c90300b00002, link_crcs)) {
         CmdResult r;
         qa = a.d.create_qp(st, a.pd, a.scq.cqn, a.rcq.cqn, a.uar, 6, 6, &r);
         REQUIRE(r.status == 0);
@@ -60,6 +62,11 @@ struct Pair {
         REQUIRE(r.status == 0);
         a.d.connect_qp(qa, qb.qpn, 2, 3, retry, rnr_retry);
         b.d.connect_qp(qb, qa.qpn, 1, 3, retry, rnr_retry);
+    }
+    static hca::DeviceConfig config(uint64_t guid, bool link_crcs) {
+        hca::DeviceConfig c = Bench::fabric_config(guid);
+        c.link_crcs = link_crcs;
+        return c;
     }
 };
 

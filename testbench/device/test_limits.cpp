@@ -400,8 +400,7 @@ std::vector<Sent> take_sent(Pair &p) {
     std::vector<Sent> out;
     for (const auto &f : p.w.b.host.tx) {
         iba::PacketView v;
-        const std::span<const uint8_t> pkt(f.data() + iba::link::kHeader, f.size() - iba::link::kHeader);
-        REQUIRE(iba::parse(pkt, v) == iba::ParseError::None);
+        REQUIRE(parse_frame(f, v) == iba::ParseError::None);
         out.push_back({static_cast<uint8_t>(v.opcode() & 0x1f), v.psn(), v.aeth ? static_cast<uint8_t>(v.aeth->syndrome_msn.get() >> 24) : uint8_t{0}});
     }
     p.w.b.host.tx.clear();

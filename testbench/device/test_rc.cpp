@@ -83,12 +83,9 @@ TEST_CASE("RC: an owed ACK goes out before the read response that follows it", "
     p.w.a.host.tx.clear();
     p.w.b.pump();
     REQUIRE(p.w.b.host.tx.size() == 2);
-    const size_t hdr = iba::link::kHeader;
     iba::PacketView first, second;
-    REQUIRE(iba::parse({p.w.b.host.tx[0].data() + hdr, p.w.b.host.tx[0].size() - hdr}, first) ==
-            iba::ParseError::None);
-    REQUIRE(iba::parse({p.w.b.host.tx[1].data() + hdr, p.w.b.host.tx[1].size() - hdr}, second) ==
-            iba::ParseError::None);
+    REQUIRE(parse_frame(p.w.b.host.tx[0], first) == iba::ParseError::None);
+    REQUIRE(parse_frame(p.w.b.host.tx[1], second) == iba::ParseError::None);
     CHECK((first.opcode() & 0x1f) == iba::kAck);
     CHECK((second.opcode() & 0x1f) == iba::kReadRespOnly);
     CHECK(first.psn() < second.psn());
@@ -362,4 +359,55 @@ TEST_CASE("a doorbell naming a WQE its doorbell record does not cover yet is a g
     p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
     p.w.pump();
     CHECK(p.w.a.dev.counters.guest_errors == before + 1);
+}
+
+TEST_CASE("RC: packets go to the link without CRCs unless the device is told to compute them", "[rc][link]") {
+    for (const bool link_crcs : {false, true}) {
+        INFO("link_crcs=" << link_crcs);
+        Pair p(hca::kQpRc, 7, 7, link_crcs);
+        p.a.fill(p.a.mr.iova, 3000, 5);
+        p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 4096);
+        p.a.d.run_on_doorbell = false;
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 3000}}});
+        p.w.a.pump();
+        REQUIRE(p.w.a.host.tx.size() == 3);  // MTU 1024
+        std::vector<std::vector<uint8_t>> frames = p.w.a.host.tx;
+        p.w.a.host.tx.clear();
+        for (const auto &f : frames) {
+            iba::link::FrameView fv;
+            REQUIRE(iba::link::parse(f, fv));
+            iba::PacketView v;
+            if (link_crcs) {
+                CHECK(fv.flags == 0);
+                CHECK(iba::parse(fv.body, v) == iba::ParseError::None);
+            } else {
+                CHECK(fv.flags == iba::link::kNoCrcs);
+                CHECK(hca::load_be32(&fv.body[fv.body.size() - 6]) == 0);
+                CHECK(hca::load_be16(&fv.body[fv.body.size() - 2]) == 0);
+                CHECK(iba::parse(fv.body, v) == iba::ParseError::BadVcrc);
+                CHECK(iba::parse(fv.body, v, false) == iba::ParseError::None);
+            }
+        }
+        // The first packet with its flag cleared and no CRCs is damaged on
+        // the way; the others arrive as sent. The receiver drops the first,
+        // and the requester's retransmission (go-back-N) delivers it.
+        const uint64_t errors = p.w.b.dev.port(1).counters().rcv_errors;
+        std::vector<uint8_t> bad = frames[0];
+        bad[iba::link::kFlagsByte] = 0;
+        if (link_crcs) {
+            bad[bad.size() - 1] ^= 0x01;
+        }
+        p.w.b.dev.port_rx(1, bad.data(), bad.size());
+        p.w.b.pump();
+        CHECK(p.w.b.dev.port(1).counters().rcv_errors == errors + 1);
+        for (const auto &f : frames) {
+            p.w.b.dev.port_rx(1, f.data(), f.size());
+        }
+        p.w.pump();
+        auto rc = p.b.d.next_cqe(p.b.rcq);
+        REQUIRE(rc);
+        CHECK(op(*rc) == hca::kCqeRespSend);
+        CHECK(be32(*rc, 0x2c) == 3000);
+        CHECK(p.b.same(p.b.mr.iova, 3000, 5));
+    }
 }

@@ -1,5 +1,7 @@
 #include "fake_host.h"
 
+#include "iba/link.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -135,6 +137,14 @@ hca::DeviceConfig Bench::fabric_config(uint64_t guid) {
     c.fabric = true;
     c.node_guid = guid;
     return c;
+}
+
+iba::ParseError parse_frame(const std::vector<uint8_t> &frame, iba::PacketView &out) {
+    iba::link::FrameView f;
+    if (!iba::link::parse(frame, f) || f.type != iba::link::kPacket) {
+        return iba::ParseError::BadLength;
+    }
+    return iba::parse(f.body, out, !(f.flags & iba::link::kNoCrcs));
 }
 
 Wire::Wire() : Wire(Bench::fabric_config(0x0002c90300b00001), Bench::fabric_config(0x0002c90300b00002)) {}

@@ -11,6 +11,7 @@
 
 #include "device.h"
 #include "host.h"
+#include "iba/packet.h"
 
 namespace hcatest {
 
@@ -108,5 +109,10 @@ struct Wire {
   private:
     std::vector<std::vector<uint8_t>> from_a_, from_b_;  // frames in flight (buffers reused)
 };
+
+// The IBA packet of a link frame a device sent, parsed; its CRCs are
+// checked unless the frame says it carries none (iba::link::kNoCrcs).
+// BadLength for a frame that is not a packet.
+iba::ParseError parse_frame(const std::vector<uint8_t> &frame, iba::PacketView &out);
 
 }  // namespace hcatest

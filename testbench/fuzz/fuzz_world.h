@@ -49,9 +49,7 @@ inline void repair(std::vector<uint8_t> &p) {
     if ((p[1] & 3) == iba::kLnhGlobal && p.size() >= 8 + 40 + 12 + 6) {
         hca::store_be16(&p[8 + 4], static_cast<uint16_t>(p.size() - 8 - 40 - 2));
     }
-    const size_t end = p.size() - 6;
-    hca::store_be32(&p[end], iba::icrc({p.data(), end}));
-    hca::store_be16(&p[end + 4], iba::vcrc({p.data(), end + 4}));
+    iba::fill_crcs(p);
 }
 
 }  // namespace hcafuzz

@@ -11,7 +11,7 @@ bool parse(std::span<const uint8_t> f, FrameView &out) {
         return false;
     }
     out.type = f[0];
-    out.flags = f[1];
+    out.flags = f[kFlagsByte];
     out.packet_id = hca::load_be64(&f[4]);
     out.body = f.subspan(kHeader);
     return true;
@@ -29,7 +29,7 @@ bool parse_hello(std::span<const uint8_t> body, Hello &out) {
 
 void put_header(uint8_t *out, Type type, uint8_t flags, uint64_t packet_id) {
     out[0] = type;
-    out[1] = flags;
+    out[kFlagsByte] = flags;
     out[2] = 0;
     out[3] = 0;
     hca::store_be64(out + 4, packet_id);

@@ -416,11 +416,11 @@ ParseError parse(std::span<const uint8_t> pkt, PacketView &v, bool check_crcs) {
     return ParseError::None;
 }
 
-void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
-                std::span<const uint8_t> payload) {
-    const size_t pad = (4 - payload.size() % 4) % 4;
+uint8_t *build_headers(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
+                       size_t payload_len) {
+    const size_t pad = (4 - payload_len % 4) % 4;
     const size_t hdr = sizeof(Lrh) + (s.grh ? sizeof(Grh) : 0) + sizeof(Bth);
-    const size_t body = hdr + ext.size() + payload.size() + pad;
+    const size_t body = hdr + ext.size() + payload_len + pad;
     out.resize(body + 6);
     uint8_t *p = out.data();
     auto *lrh = reinterpret_cast<Lrh *>(p);
@@ -451,14 +451,28 @@ void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const 
         std::memcpy(p + off, ext.data(), ext.size());
         off += ext.size();
     }
+    std::memset(p + off + payload_len, 0, pad + 6);
+    return p + off;
+}
+
+void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
+                std::span<const uint8_t> payload) {
+    uint8_t *at = build_headers(out, s, ext, payload.size());
     if (!payload.empty()) {
-        std::memcpy(p + off, payload.data(), payload.size());
-        off += payload.size();
+        std::memcpy(at, payload.data(), payload.size());
     }
-    std::memset(p + off, 0, pad);
-    off += pad;
-    hca::store_be32(p + off, icrc({p, off}));
-    hca::store_be16(p + off + 4, vcrc({p, off + 4}));
+    if (s.crcs) {
+        fill_crcs(out);
+    }
+}
+
+void fill_crcs(std::span<uint8_t> pkt) {
+    if (pkt.size() < sizeof(Lrh) + 6) {
+        return;
+    }
+    const size_t end = pkt.size() - 6;
+    hca::store_be32(pkt.data() + end, icrc(pkt.first(end)));
+    hca::store_be16(pkt.data() + end + 4, vcrc(pkt.first(end + 4)));
 }
 
 std::vector<uint8_t> build(const PacketSpec &s, std::span<const uint8_t> ext, std::span<const uint8_t> payload) {

@@ -48,8 +48,8 @@ uint32_t QpTable::rc_mtu(const Qp &qp) {
     return 128u << std::clamp<uint8_t>(std::min<uint8_t>(qp.mtu ? qp.mtu : 1, port_mtu), 1, 5);
 }
 
-void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
-                          std::span<const uint8_t> payload, uint32_t dqpn) {
+uint8_t *QpTable::rc_begin(Qp &qp, Packet &pkt, uint8_t opcode, uint32_t psn, bool ack_req, bool se,
+                           std::span<const uint8_t> ext, size_t payload_len, uint32_t dqpn) {
     // A responder's packet goes after the ACK the QP owes (rc_owe_ack).
     const uint8_t op = opcode & 0x1f;
     if (qp.rc.ack_owed && op >= iba::kReadRespFirst && op <= iba::kAtomicAck) {
@@ -75,9 +75,24 @@ void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bo
     s.dqpn = dqpn;
     s.ack_req = ack_req;
     s.psn = psn & 0xffffff;
-    Packet pkt = dev_.new_packet();
-    iba::build_into(pkt.bytes, s, ext, payload);
+    return iba::build_headers(pkt.bytes, s, ext, payload_len);
+}
+
+void QpTable::rc_finish(Qp &qp, Packet &&pkt) {
+    if (dev_.config().link_crcs) {
+        iba::fill_crcs(pkt.bytes);
+    }
     dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
+}
+
+void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
+                          std::span<const uint8_t> payload, uint32_t dqpn) {
+    Packet pkt = dev_.new_packet();
+    uint8_t *at = rc_begin(qp, pkt, opcode, psn, ack_req, se, ext, payload.size(), dqpn);
+    if (!payload.empty()) {
+        std::memcpy(at, payload.data(), payload.size());
+    }
+    rc_finish(qp, std::move(pkt));
 }
 
 // Is the opcode one a QP of this transport may post? (Masked atomics are
@@ -241,9 +256,6 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const bool last = k + 1 == w.npkts;
     const uint32_t off = k * mtu;
     const uint32_t len = std::min(mtu, w.length - std::min(off, w.length));
-    if (!gather(qp, w.index, w.data, off, len, payload_buf_, synd)) {
-        return 0;
-    }
     uint8_t op;
     if (write) {
         op = first && last ? (imm ? iba::kWriteOnlyImm : iba::kWriteOnly)
@@ -269,7 +281,15 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     // AckReq on the last packet of every message, and every 16 packets
     // of long ones so the requester's window keeps moving.
     const bool ack_req = t != iba::kUc && (last || (k % 16) == 15);
-    rc_transmit(qp, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, payload_buf_, qp.remote_qpn);
+    // The payload is gathered straight into the packet.
+    Packet pkt = dev_.new_packet();
+    uint8_t *at = rc_begin(qp, pkt, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, len,
+                           qp.remote_qpn);
+    if (!gather(qp, w.index, w.data, off, len, at, synd)) {
+        dev_.recycle(std::move(pkt));
+        return 0;
+    }
+    rc_finish(qp, std::move(pkt));
     return 1;
 }
 

@@ -502,7 +502,8 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA read longer than the maximum message");
         return false;
     }
-    std::vector<DmaChunk> chunks;
+    std::vector<DmaChunk> &chunks = read_chunks_;
+    chunks.clear();
     const XlatError e =
         qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks, qp.qpn) : XlatError::Access;
     if (e != XlatError::None) {
@@ -517,17 +518,29 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         record_read(qp.rc, psn, npkts);
     }
     const uint8_t t = transport_of(qp.st) == iba::kXrc ? iba::kXrc : iba::kRc;
-    std::vector<uint8_t> data;
     size_t chunk = 0;
     uint32_t chunk_off = 0;
     for (uint32_t k = 0; k < npkts; ++k) {
         const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(mtu, len - uint64_t{k} * mtu));
-        data.resize(n);
-        // Copy n bytes from the translated chunks.
+        const bool first = k == 0;
+        const bool last = k + 1 == npkts;
+        const uint8_t op = first && last ? iba::kReadRespOnly
+                           : first       ? iba::kReadRespFirst
+                           : last        ? iba::kReadRespLast
+                                         : iba::kReadRespMiddle;
+        uint8_t aeth[4];
+        store_be32(aeth, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
+        const bool with_aeth = op != iba::kReadRespMiddle;
+        // The n bytes of this response, read from the translated chunks
+        // straight into the packet.
+        Packet pkt = dev_.new_packet();
+        uint8_t *data = rc_begin(qp, pkt, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, n,
+                                 qp.remote_qpn);
         uint32_t got = 0;
         while (got < n && chunk < chunks.size()) {
             const uint32_t m = std::min(n - got, chunks[chunk].len - chunk_off);
-            if (!dev_.dma_read(chunks[chunk].addr + chunk_off, data.data() + got, m)) {
+            if (!dev_.dma_read(chunks[chunk].addr + chunk_off, data + got, m)) {
+                dev_.recycle(std::move(pkt));
                 rc_resp_error(qp, psn, kNakRemoteOp, 0, "read source not guest memory");
                 return false;
             }
@@ -538,16 +551,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
                 chunk_off = 0;
             }
         }
-        const bool first = k == 0;
-        const bool last = k + 1 == npkts;
-        const uint8_t op = first && last ? iba::kReadRespOnly
-                           : first       ? iba::kReadRespFirst
-                           : last        ? iba::kReadRespLast
-                                         : iba::kReadRespMiddle;
-        uint8_t aeth[4];
-        store_be32(aeth, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
-        const bool with_aeth = op != iba::kReadRespMiddle;
-        rc_transmit(qp, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, data, qp.remote_qpn);
+        rc_finish(qp, std::move(pkt));
     }
     return true;
 }

@@ -420,9 +420,8 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
 
 // The bytes [offset, offset+len) of a message: inline pieces, or guest
 // memory read through the memory keys.
-bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len,
-                     std::vector<uint8_t> &out, uint8_t &synd) {
-    out.resize(len);
+bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len, uint8_t *out,
+                     uint8_t &synd) {
     uint32_t pos = 0;
     uint64_t base = 0;
     for (const Sge &s : msg.sges) {
@@ -437,7 +436,7 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
         const uint32_t n = std::min(s.len - in_sge, len - pos);
         base += s.len;
         if (s.inl) {
-            std::memcpy(out.data() + pos, msg.inline_data.data() + s.addr + in_sge, n);
+            std::memcpy(out + pos, msg.inline_data.data() + s.addr + in_sge, n);
             pos += n;
             continue;
         }
@@ -452,7 +451,7 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
             return false;
         }
         for (const DmaChunk &c : chunks_) {
-            if (!dev_.dma_read(c.addr, out.data() + pos, c.len)) {
+            if (!dev_.dma_read(c.addr, out + pos, c.len)) {
                 dev_.guest_error("qpn=0x{:x} SGE lkey=0x{:x} translates to 0x{:x}, not guest memory", qp.qpn, s.lkey,
                                  c.addr);
                 synd = kSyndLocalProt;
@@ -487,9 +486,6 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         dev_.guest_error("qpn=0x{:x} UD message of {} bytes exceeds the path MTU {}", qp.qpn, len, mtu);
         return fail_wqe(qp, w, kSyndLocalLength, "UD message longer than the MTU");
     }
-    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(len), payload_buf_, synd)) {
-        return fail_wqe(qp, w, synd, "send gather failed");
-    }
     const uint32_t av_qkey = av.qkey.get();
     // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
     const uint32_t qkey = (av_qkey & 0x80000000u) ? qp.qkey : av_qkey;
@@ -515,7 +511,6 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
     s.pkey = qp.st == kQpQp0 ? 0xffff : port.pkey(qp.path.pkey_index);
     s.dqpn = av.dqp_dct.get() & 0xffffff;
     s.psn = qp.next_send_psn;
-    qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
     uint8_t ext[12];
     store_be32(ext, qkey);
     store_be32(ext + 4, qp.ib_qpn());
@@ -528,8 +523,17 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
                    s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
     }
+    // The payload is gathered straight into the packet.
     Packet pkt = dev_.new_packet();
-    iba::build_into(pkt.bytes, s, {ext, ext_len}, payload_buf_);
+    uint8_t *at = iba::build_headers(pkt.bytes, s, {ext, ext_len}, len);
+    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(len), at, synd)) {
+        dev_.recycle(std::move(pkt));
+        return fail_wqe(qp, w, synd, "send gather failed");
+    }
+    if (dev_.config().link_crcs) {
+        iba::fill_crcs(pkt.bytes);
+    }
+    qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
     ++qp.sent;
     dev_.transmit(std::move(pkt), qp.qpn, w.index);
     req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(len), w.signaled, s.se);

@@ -156,6 +156,7 @@ struct Packet {
     std::vector<uint8_t> bytes;  // LRH .. VCRC
     uint64_t id = 0;             // the sender's packet id (link frames, traces, capture)
     bool looped = false;         // built by this HCA for its own port: CRCs not checked again
+    bool no_crcs = false;        // arrived without CRCs (iba::link::kNoCrcs): none to check
 };
 
 class QpTable {
@@ -225,8 +226,9 @@ class QpTable {
     bool fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why);
     bool local_done(Qp &qp, const SqWqe &w);
     bool parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd);
-    bool gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len,
-                std::vector<uint8_t> &out, uint8_t &synd);
+    // The bytes [offset, offset + len) of a message into out (len bytes).
+    bool gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len, uint8_t *out,
+                uint8_t &synd);
     bool send_ud(Qp &qp, const SqWqe &w);
     void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
     void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
@@ -238,6 +240,12 @@ class QpTable {
     uint32_t rc_mtu(const Qp &qp);
     void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
                      std::span<const uint8_t> payload, uint32_t dqpn);
+    // rc_transmit in two steps, for a payload written in place: the
+    // headers into pkt (returns where the payload_len bytes go), then the
+    // CRCs if the link wants them and the send.
+    uint8_t *rc_begin(Qp &qp, Packet &pkt, uint8_t opcode, uint32_t psn, bool ack_req, bool se,
+                      std::span<const uint8_t> ext, size_t payload_len, uint32_t dqpn);
+    void rc_finish(Qp &qp, Packet &&pkt);
     bool rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
     size_t rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);
     bool rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd);
@@ -311,9 +319,9 @@ class QpTable {
         uint32_t value = 0;
         bool valid = false;
     } pending_half_;
-    std::vector<uint8_t> payload_buf_;
     GatherList ud_msg_;             // the UD message being sent
     std::vector<DmaChunk> chunks_;  // translations of the SGE at hand
+    std::vector<DmaChunk> read_chunks_;  // translations of the RDMA READ being answered
     std::vector<DataSeg> rx_segs_;  // a receive WQE as read
     SgeList ud_sges_;               // the receive WQE a datagram lands in
     // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).

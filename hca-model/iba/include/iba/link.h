@@ -27,6 +27,16 @@ enum Type : uint8_t {
     kLinkState = 3,  // fabric -> device: body[0] = 1 physical link up, 0 down
 };
 
+// Frame flags (kPacket).
+// kNoCrcs: the packet's ICRC and VCRC fields are zero; its sender left them
+// out, as a NIC leaves checksums to the host stack between two VMs on one
+// host (virtio-net's checksum offload). The link is a reliable byte stream,
+// so only the simulator's own fault injection can damage a packet, and
+// whoever does (or writes a capture) computes the CRCs first
+// (iba::fill_crcs). A receiver does not check a packet's CRCs.
+inline constexpr uint8_t kNoCrcs = 0x01;
+inline constexpr size_t kFlagsByte = 1;  // where the flags lie in the header
+
 struct FrameView {
     uint8_t type = 0;
     uint8_t flags = 0;

@@ -185,6 +185,10 @@ struct PacketSpec {
     uint32_t dqpn = 0;
     bool ack_req = false;
     uint32_t psn = 0;
+    // false: ICRC and VCRC are left zero, for a link that carries the packet
+    // reliably and says so (link.h, kNoCrcs); fill_crcs() adds them later
+    // for whoever needs them (a capture, a fault that flips a bit).
+    bool crcs = true;
 };
 
 // Builds LRH [GRH] BTH + ext (already encoded) + payload + pad + ICRC + VCRC.
@@ -193,10 +197,19 @@ std::vector<uint8_t> build(const PacketSpec &s, std::span<const uint8_t> ext, st
 // written (so a reused buffer needs no clearing), to avoid allocations.
 void build_into(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
                 std::span<const uint8_t> payload);
+// The first step of build_into, for a payload written in place (gathered
+// straight from memory): everything but the payload's payload_len bytes
+// (the CRC fields zero); returns where the payload goes. fill_crcs(out)
+// completes the packet once the payload is in, if it carries CRCs.
+uint8_t *build_headers(std::vector<uint8_t> &out, const PacketSpec &s, std::span<const uint8_t> ext,
+                       size_t payload_len);
 
 // CRCs (IBA 7.8).
 uint32_t icrc(std::span<const uint8_t> pkt_without_crcs);
 uint16_t vcrc(std::span<const uint8_t> pkt_without_vcrc);
+// Computes and stores the ICRC and VCRC of a whole packet (LRH .. VCRC, its
+// last 6 bytes the CRC fields); a packet too short to have them is left as is.
+void fill_crcs(std::span<uint8_t> pkt);
 
 std::string gid_str(const Gid &g);
 
