@@ -191,6 +191,11 @@ void SubnetAdmin::respond(const MadAddress &from, const Mad &req, Answer a) {
     }
     if (a.status) {
         ++stats_.errors;
+        // Rate-limited on its own, so a burst of joins cannot hide it.
+        if (log_.allow("sa-status")) {
+            log_.info("sa", "attr {:#06x} method {:#04x} from LID {}: status {:#06x}", get16(req, mad::kAttrId),
+                      method, from.slid, a.status);
+        }
     }
     Mad r{};
     std::copy_n(req.begin(), mad::sa::kData, r.begin());

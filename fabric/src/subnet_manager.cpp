@@ -453,23 +453,27 @@ void SubnetManager::configure_ca(uint16_t port, uint64_t gen) {
     const auto &d = c.ca.port_info;
     const PortState cur = pi_state(d);
     const uint16_t want_lid = lid_for_port(port);
-    // IBA 14.4.11: a client that may have lost its registrations (the SM
-    // restarted, or found the port configured by someone else) is told to
-    // register again.
+    // A client that may have lost its registrations is told to register
+    // again (ca_reregister), in a Set of its own once the port is Active and
+    // known: a client that registers at once must find its port in the
+    // SA's tables.
     const bool rereg = c.rereg_pending || (cur == PortState::Active && !c.known_active);
-    auto activate = [this, port, gen, rereg] {
+    // The switch port follows the CA port to Active; then the port is done.
+    auto done = [this, port, gen, rereg](bool ok) {
+        if (stale(port, gen)) {
+            return;
+        }
+        if (!ok) {
+            fail(port, gen, "switch port did not become Active");
+            return;
+        }
+        ca_done(port);
+        ca_reregister(port, gen, rereg);
+    };
+    auto activate = [this, port, gen, done] {
         set_state(port, CaState::Activate);
-        ca_set_port_info(port, gen, PortState::Active, rereg, [this, port, gen](const std::array<uint8_t, 64> &) {
-            set_switch_port(port, PortState::Active, [this, port, gen](bool ok) {
-                if (stale(port, gen)) {
-                    return;
-                }
-                if (!ok) {
-                    fail(port, gen, "switch port did not become Active");
-                    return;
-                }
-                ca_done(port);
-            });
+        ca_set_port_info(port, gen, PortState::Active, false, [this, port, done](const std::array<uint8_t, 64> &) {
+            set_switch_port(port, PortState::Active, done);
         });
     };
     switch (cur) {
@@ -499,21 +503,13 @@ void SubnetManager::configure_ca(uint16_t port, uint64_t gen) {
         const bool fields_ok = get16(d, pi::kLid) == want_lid && get16(d, pi::kMasterSmLid) == cfg_.sm_lid &&
                                (d[pi::kMkeyProtLmc] & 0x07) == cfg_.lmc &&
                                (d[pi::kNeighborMtuMasterSmSl] >> 4) == desired_mtu(d);
-        if (fields_ok && !rereg) {
-            set_switch_port(port, PortState::Active, [this, port, gen](bool ok) {
-                if (!stale(port, gen)) {
-                    ok ? ca_done(port) : fail(port, gen, "switch port did not become Active");
-                }
-            });
+        if (fields_ok) {
+            set_switch_port(port, PortState::Active, done);
             return;
         }
         set_state(port, CaState::Refresh);
-        ca_set_port_info(port, gen, PortState::Nop, rereg, [this, port, gen](const std::array<uint8_t, 64> &) {
-            set_switch_port(port, PortState::Active, [this, port, gen](bool ok) {
-                if (!stale(port, gen)) {
-                    ok ? ca_done(port) : fail(port, gen, "switch port did not become Active");
-                }
-            });
+        ca_set_port_info(port, gen, PortState::Nop, false, [this, port, done](const std::array<uint8_t, 64> &) {
+            set_switch_port(port, PortState::Active, done);
         });
         return;
     }
@@ -574,6 +570,23 @@ void SubnetManager::ca_set_port_info(uint16_t port, uint64_t gen, PortState stat
             }
             then(got);
         });
+}
+
+// IBA 14.4.11: a client that may have lost its registrations (the SM
+// restarted, or found the port configured by someone else) is told to
+// register again, once the port is Active and known to the SA. If this
+// Set goes unanswered, the next sweep sends it again.
+void SubnetManager::ca_reregister(uint16_t port, uint64_t gen, bool rereg) {
+    if (!rereg) {
+        return;
+    }
+    PortCtl &c = ports_[port];
+    c.rereg_pending = true;
+    c.busy = true;
+    ca_set_port_info(port, gen, PortState::Nop, true, [this, port](const std::array<uint8_t, 64> &) {
+        ports_[port].rereg_pending = false;
+        ports_[port].busy = false;
+    });
 }
 
 void SubnetManager::ca_done(uint16_t port) {

@@ -317,6 +317,7 @@ class SubnetManager {
     void ca_set_port_info(uint16_t a, uint64_t gen, PortState state, bool rereg,
                           std::function<void(const std::array<uint8_t, 64> &pi)> then);
     void ca_done(uint16_t a);
+    void ca_reregister(uint16_t a, uint64_t gen, bool rereg);
     void fail(uint16_t a, uint64_t gen, const std::string &why);
     void port_gone(uint16_t a);
     uint8_t desired_mtu(const std::array<uint8_t, 64> &ca_pi) const;

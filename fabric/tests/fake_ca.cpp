@@ -244,6 +244,9 @@ uint16_t FakeCa::port_info_set(std::span<const uint8_t> d) {
     }
     if (s.client_rereg && opt_.client_rereg_sup) {
         ++rereg_events_;  // the HCA would post PORT_CHANGE CLIENT_REREG
+        if (on_rereg) {
+            on_rereg();
+        }
     }
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -89,6 +90,9 @@ class FakeCa : public PortSink {
     uint8_t neighbor_mtu() const { return neighbor_mtu_; }
     const std::vector<PortInfoSet> &sets() const { return sets_; }
     unsigned rereg_events() const { return rereg_events_; }
+    // Called on a ClientReregister, before the Set is answered (a client
+    // that registers again at once, as ib_ipoib does).
+    std::function<void()> on_rereg;
     const std::array<uint16_t, 32> &pkeys() const { return pkeys_; }
     unsigned smps_answered() const { return smps_answered_; }
     void set_answer_smps(bool on) { opt_.answer_smps = on; }

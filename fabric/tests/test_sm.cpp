@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "fixture.h"
+#include "sa_records.h"
 #include "smp_agent.h"
 
 using namespace fabric;
@@ -189,6 +190,34 @@ TEST_CASE("SM: `sm restart` sets ClientReregister on the configured ports", "[sm
     CHECK(f.ca(1).rereg_events() == 1);
 }
 
+TEST_CASE("SM: a client that registers at once on ClientReregister finds its port in the SA", "[sm]") {
+    // ib_ipoib joins its broadcast group the moment the HCA reports
+    // CLIENT_REREG, before the SM has the answer to its Set(PortInfo). The
+    // SA must know the port by then (it once answered ERR_REQ_INVALIDGID,
+    // and the guest logged "multicast join failed ... status -22").
+    TestFabric f;
+    f.bring_up({1, 2});
+    sa::McMemberRecord q;
+    q.mgid = McastGroups::kBroadcastMgid;
+    q.pkey = 0xffff;
+    q.join_state = 1;
+    q.port_gid = f.ca(1).gid();
+    std::vector<uint8_t> rec(sa::kMcMemberRecordSize);
+    sa::encode(q, rec);
+    uint64_t tid = 0;
+    f.ca(1).on_rereg = [&] {
+        tid = f.ca(1).send_sa(mad::kSet, mad::sa::kMcMemberRecord,
+                              sa::mcr::kMgid | sa::mcr::kPortGid | sa::mcr::kPkey | sa::mcr::kJoinState, rec);
+    };
+    f.sm().restart();
+    f.run(100000);
+    REQUIRE(f.ca(1).rereg_events() == 1);
+    REQUIRE(tid != 0);
+    const auto *r = f.ca(1).response_for(tid);
+    REQUIRE(r);
+    CHECK(r->status == 0);
+}
+
 TEST_CASE("SM: a port found Active that this SM did not configure gets ClientReregister", "[sm]") {
     TestFabric f;
     f.ca(1).connect();
@@ -196,8 +225,11 @@ TEST_CASE("SM: a port found Active that this SM did not configure gets ClientRer
     f.ca(1).set_lid(9);
     f.fabric->start();
     f.run(100000);
-    REQUIRE(f.ca(1).sets().size() == 1);
-    CHECK(f.ca(1).sets()[0].client_rereg);
+    // Its LID first, then (Active and known to the SA) the reregistration.
+    REQUIRE(f.ca(1).sets().size() == 2);
+    CHECK_FALSE(f.ca(1).sets()[0].client_rereg);
+    CHECK(f.ca(1).sets()[0].lid == 2);
+    CHECK(f.ca(1).sets()[1].client_rereg);
     CHECK(f.ca(1).lid() == 2);
     CHECK(f.ca(1).rereg_events() == 1);
     CHECK(f.sw().port(1).state == PortState::Active);
