@@ -1,7 +1,7 @@
 # hcasim-test: nodes=2 timeout=1500
 # Full verbs between two VMs: the rdma-core pingpongs over RC, UC, SRQ and
-# XRC (10000 iterations with data checks; with GRH and with completion
-# events), retransmission under 1 % fabric loss, and the error semantics
+# XRC (10000 iterations with data checks, 2000 in ./hcasim test; with GRH
+# and with completion events), retransmission under 1 % fabric loss, and the error semantics
 # user space sees (pyverbs: bad rkey, bad lkey, bounds, length).
 me=$HCASIM_NODE
 check "modprobe mlx5_ib ib_uverbs" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm
@@ -18,11 +18,13 @@ pp() {  # NAME EXPECTED-ITERS CMD...
     check "$name: $iters iterations, no invalid data" \
         sh -c "grep -qE '^$iters iters in ' /tmp/$name.txt && ! grep -qiE 'invalid data|failed|error' /tmp/$name.txt"
 }
+# ./hcasim suite runs the pingpongs 10000 times each, ./hcasim test 2000.
+n=$(reps 10000 2000)
 for variant in "" "-g 0" "-e" "-g 0 -e"; do
     tag=$(printf '%s' "$variant" | tr -d ' -')
-    pp "rc$tag" 10000 ibv_rc_pingpong -d mlx5_0 -c -n 10000 $variant
-    pp "uc$tag" 10000 ibv_uc_pingpong -d mlx5_0 -c -n 10000 $variant
-    pp "srq$tag" 10000 ibv_srq_pingpong -d mlx5_0 -c -n 10000 $variant
+    pp "rc$tag" "$n" ibv_rc_pingpong -d mlx5_0 -c -n "$n" $variant
+    pp "uc$tag" "$n" ibv_uc_pingpong -d mlx5_0 -c -n "$n" $variant
+    pp "srq$tag" "$n" ibv_srq_pingpong -d mlx5_0 -c -n "$n" $variant
 done
 # ibv_xsrq_pingpong has no data-check option (its -c is a client count); it
 # checks for "success". Its send QP asks for -n send WRs, and libmlx5 sizes
@@ -34,12 +36,13 @@ rc=$?
 sed 's/^/# /' /tmp/xsrq-max.txt | head -1
 check "ibv_xsrq_pingpong -n 10000: the XRC send QP exceeds max_qp_wr, refused by libmlx5 (exit $rc)" \
     grep -q "Couldn't create send QP\[0\] errno 22" /tmp/xsrq-max.txt
+n=$(reps 8000 2000)
 for variant in "" "-g 0" "-e" "-g 0 -e"; do
     tag=$(printf '%s' "$variant" | tr -d ' -')
-    client_server "xsrq$tag" 300 ibv_xsrq_pingpong -d mlx5_0 -n 8000 $variant
+    client_server "xsrq$tag" 300 ibv_xsrq_pingpong -d mlx5_0 -n "$n" $variant
     rc=$?
     sed 's/^/# /' "/tmp/xsrq$tag.txt" | tail -2
-    check "ibv_xsrq_pingpong -n 8000 $variant (exit $rc)" test "$rc" = 0
+    check "ibv_xsrq_pingpong -n $n $variant (exit $rc)" test "$rc" = 0
     [ "$me" -le 1 ] && check "xsrq$tag: success, no failure" \
         sh -c "grep -q '^success' /tmp/xsrq$tag.txt && ! grep -qiE 'failed|error|couldn' /tmp/xsrq$tag.txt"
 done
@@ -54,7 +57,8 @@ done
 # which closes with a handshake, then loses everything, ACKs included.
 [ "$me" = 0 ] && check "fabric: drop 1 % of requests" fabric_ctl drop all 1 requests
 barrier lossy 60
-pp "rc-lossy" 2000 ibv_rc_pingpong -d mlx5_0 -c -n 2000 -s 8192
+n=$(reps 2000 600)
+pp "rc-lossy" "$n" ibv_rc_pingpong -d mlx5_0 -c -n "$n" -s 8192
 if [ "$me" = 0 ]; then
     lost=$(fabric_ctl ports | sed -n 's/.*fault_dropped=\([0-9]*\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
     check "fabric: the pingpong's requests were lost $lost times and recovered" test "$lost" -gt 0

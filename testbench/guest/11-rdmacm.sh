@@ -14,15 +14,16 @@ ip link set ib0 up
 barrier up 180
 ping -c 3 -W 5 192.168.77.$((peer + 1)) > /dev/null 2>&1  # ARP both ways
 
-pair rping 300 "rping -s -a $srvip -v -C 1000" "rping -c -a $srvip -v -C 1000"
+iters=$(reps 1000 300)
+pair rping 300 "rping -s -a $srvip -v -C $iters" "rping -c -a $srvip -v -C $iters"
 rc=$?
 n=$(grep -c 'ping data: rdma-ping-' /tmp/rping.txt)
-# The server prints all 1000 iterations. The client may miss its last line:
+# The server prints all iterations. The client may miss its last line:
 # the server disconnects right after its last SEND, and rping's client
 # returns 0 without printing when its CM thread sees DISCONNECTED before its
 # CQ thread sees that SEND (rping_test_client() races the two threads).
-want=$(( me == 1 ? 1000 : 999 ))
-check "rping -C 1000 (exit $rc, $n verbose lines, at least $want)" test "$rc" = 0 -a "$n" -ge "$want"
+want=$(( me == 1 ? iters : iters - 1 ))
+check "rping -C $iters (exit $rc, $n verbose lines, at least $want)" test "$rc" = 0 -a "$n" -ge "$want"
 pair ucmatose 300 "ucmatose" "ucmatose -s $srvip"
 rc=$?
 tail -2 /tmp/ucmatose.txt | sed 's/^/# /'
@@ -50,12 +51,13 @@ for _ in $(seq 100); do [ "$(cat /sys/class/net/ib0/carrier)" = 1 ] && break; sl
 barrier cm-up 120
 ping_settled "connected mode: ping -s 30000" 20 0.1 -s 30000 192.168.77.$((peer + 1))
 barrier cm-pinged 120
-pair cm-iperf 200 "iperf3 -s -1" "iperf3 -c $srvip -t 10 -J > /tmp/cm-iperf.json; s=\$?; cat /tmp/cm-iperf.json; exit \$s"
+secs=$(reps 10 4)
+pair cm-iperf 200 "iperf3 -s -1" "iperf3 -c $srvip -t $secs -J > /tmp/cm-iperf.json; s=\$?; cat /tmp/cm-iperf.json; exit \$s"
 rc=$?
 if [ "$me" = 0 ]; then
     bps=$(python3 -c 'import json,sys; print(int(json.load(open("/tmp/cm-iperf.json"))["end"]["sum_received"]["bits_per_second"]))' 2> /dev/null)
     echo "# connected-mode iperf3: ${bps:-?} bit/s"
-    check "connected mode: iperf3 -t 10 (exit $rc, ${bps:-0} bit/s)" test "$rc" = 0 -a "${bps:-0}" -gt 0
+    check "connected mode: iperf3 -t $secs (exit $rc, ${bps:-0} bit/s)" test "$rc" = 0 -a "${bps:-0}" -gt 0
 fi
 check_grep "ib_ipoib used connected-mode QPs (RC)" 'connected' /sys/class/net/ib0/mode
 check_dmesg_clean "clean dmesg"
