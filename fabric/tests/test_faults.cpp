@@ -137,8 +137,8 @@ TEST_CASE("faults: packets sent without CRCs get them before a bit flips", "[fau
     // A device leaves the CRCs out (iba::link::kNoCrcs); the switch neither
     // checks nor adds them on the way, but a corrupting fault computes them
     // first, so the flipped bit is caught as on a wire.
+    MemoryCapture cap;  // outlives the fabric, which records until it is gone
     Pair p;
-    MemoryCapture cap;
     p.f.sw().set_capture(&cap);
     auto blast = [&](size_t n) {
         const size_t before = p.f.ca(2).received().size();
