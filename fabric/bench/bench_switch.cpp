@@ -1,6 +1,8 @@
 // Forwarding rate of the InfiniBand switch, reported (not asserted): the
 // same IbSwitch::receive() path the daemon uses, in process on a virtual
-// clock, and end to end through the unix link sockets.
+// clock, and end to end through the unix link sockets. Packets go as the
+// HCA model sends them, without CRCs (iba::link::kNoCrcs), and, for
+// comparison in the same run, with CRCs the switch checks.
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -30,8 +32,11 @@ class CountingSink : public PortSink {
     uint64_t frames = 0, bytes = 0;
 };
 
-std::vector<uint8_t> ud(uint16_t dlid, uint16_t slid, size_t payload, bool grh = false) {
+// A UD packet; crcs = false: as the HCA model sends it (frame flag
+// kNoCrcs, see flags_for).
+std::vector<uint8_t> ud(uint16_t dlid, uint16_t slid, size_t payload, bool grh = false, bool crcs = true) {
     iba::PacketSpec s;
+    s.crcs = crcs;
     s.dlid = dlid;
     s.slid = slid;
     s.grh = grh;
@@ -41,6 +46,7 @@ std::vector<uint8_t> ud(uint16_t dlid, uint16_t slid, size_t payload, bool grh =
     std::vector<uint8_t> p(payload, 0x5a);
     return iba::build(s, deth, p);
 }
+uint8_t flags_for(bool crcs) { return crcs ? 0 : iba::link::kNoCrcs; }
 
 struct InProcess {
     ManualLoop loop;
@@ -73,10 +79,10 @@ void row(const char *name, uint64_t pkts, uint64_t bytes, double secs) {
 }
 
 void run_in_process(const char *name, const std::vector<uint8_t> &pkt, uint64_t n, uint8_t port = 1,
-                    Capture *cap = nullptr) {
+                    Capture *cap = nullptr, uint8_t flags = 0) {
     InProcess ip;
     ip.sw->set_capture(cap);
-    const Frame f = make_packet_frame(1, pkt);
+    const Frame f = make_packet_frame(1, pkt, flags);
     const auto t0 = Clock::now();
     for (uint64_t i = 0; i < n; ++i) {
         ip.sw->receive(port, f);
@@ -86,7 +92,7 @@ void run_in_process(const char *name, const std::vector<uint8_t> &pkt, uint64_t 
     row(name, n, n * pkt.size(), secs);
 }
 
-void run_sockets(size_t payload, uint64_t n) {
+void run_sockets(size_t payload, uint64_t n, bool crcs) {
     const std::string dir =
         (std::filesystem::temp_directory_path() / ("hcasim-bench-" + std::to_string(::getpid()))).string();
     boost::asio::io_context io;
@@ -112,8 +118,8 @@ void run_sockets(size_t payload, uint64_t n) {
     sw.fdb().set_linear_top(3);
     // One buffer of n framed packets, written by a thread; another thread
     // reads until it has seen them all (or a timeout).
-    const auto pkt = ud(3, 2, payload);
-    const Frame fr = make_packet_frame(7, pkt);
+    const auto pkt = ud(3, 2, payload, false, crcs);
+    const Frame fr = make_packet_frame(7, pkt, flags_for(crcs));
     std::vector<uint8_t> burst;
     for (uint64_t i = 0; i < n; ++i) {
         uint8_t len[4];
@@ -123,6 +129,9 @@ void run_sockets(size_t payload, uint64_t n) {
     }
     std::atomic<uint64_t> got{0};
     std::atomic<bool> stop{false};
+    // The reader notes when it has everything: the main loop below only
+    // looks every 10 ms, which would round the time up by as much.
+    std::atomic<int64_t> done_ns{0};
     const uint64_t want_bytes = n * (fr->size() + 4) + 17;  // + the link-state frame
     const auto t0 = Clock::now();
     std::thread reader([&] {
@@ -135,21 +144,25 @@ void run_sockets(size_t payload, uint64_t n) {
                 break;
             }
         }
+        done_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
         got = total;
     });
     std::thread writer([&] { asio::write(a, asio::buffer(burst)); });
     while (got.load() == 0 && Clock::now() - t0 < std::chrono::seconds(30)) {
         io.run_for(std::chrono::milliseconds(10));
     }
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (done_ns.load() > 0) {
+        secs = static_cast<double>(done_ns.load()) / 1e9;
+    }
     stop = true;
     writer.join();
     boost::system::error_code ec;
     b.shutdown(asio::socket_base::shutdown_both, ec);
     reader.join();
     const uint64_t delivered = got >= 17 ? (got - 17) / (fr->size() + 4) : 0;
-    row(fmt::format("unicast {} B through unix sockets", payload).c_str(), delivered, delivered * pkt.size(),
-        secs);
+    row(fmt::format("unicast {} B through unix sockets{}", payload, crcs ? ", CRCs" : "").c_str(), delivered,
+        delivered * pkt.size(), secs);
     if (delivered < n) {
         fmt::print("  ({} of {} delivered; the rest were dropped by a full send queue)\n", delivered, n);
     }
@@ -161,9 +174,11 @@ void run_sockets(size_t payload, uint64_t n) {
 int main(int argc, char **argv) {
     const uint64_t n = argc > 1 ? std::stoull(argv[1]) : 1000000;
     fmt::print("{:<44} {:>10} {:>9} {:>10} {:>9}\n", "scenario", "packets", "seconds", "Mpkt/s", "Gbit/s");
-    run_in_process("unicast 64 B (in process)", ud(3, 2, 64), n);
-    run_in_process("unicast 1024 B (in process)", ud(3, 2, 1024), n / 2);
-    run_in_process("unicast 4096 B (in process)", ud(3, 2, 4096), n / 4);
+    run_in_process("unicast 64 B (in process)", ud(3, 2, 64, false, false), n, 1, nullptr, flags_for(false));
+    run_in_process("unicast 64 B (in process), CRCs", ud(3, 2, 64), n);
+    run_in_process("unicast 1024 B (in process)", ud(3, 2, 1024, false, false), n / 2, 1, nullptr, flags_for(false));
+    run_in_process("unicast 4096 B (in process)", ud(3, 2, 4096, false, false), n / 4, 1, nullptr, flags_for(false));
+    run_in_process("unicast 4096 B (in process), CRCs", ud(3, 2, 4096), n / 4);
     run_in_process("multicast 256 B to 3 ports (in process)", ud(0xc000, 2, 256, true), n / 2);
     run_in_process("bad VCRC, dropped (in process)", [] {
         auto p = ud(3, 2, 64);
@@ -185,10 +200,13 @@ int main(int argc, char **argv) {
     {
         const std::string path = (std::filesystem::temp_directory_path() / "hcasim-bench.pcapng").string();
         PcapngWriter cap(path, 1ull << 40);
-        run_in_process("unicast 64 B with pcapng capture (in process)", ud(3, 2, 64), n / 2, 1, &cap);
+        run_in_process("unicast 64 B with pcapng capture (in process)", ud(3, 2, 64, false, false), n / 2, 1, &cap,
+                       flags_for(false));
         std::filesystem::remove(path);
     }
-    run_sockets(64, n / 10);
-    run_sockets(4096, n / 40);
+    for (const bool crcs : {false, true}) {
+        run_sockets(64, n / 4, crcs);
+        run_sockets(4096, n / 20, crcs);
+    }
     return 0;
 }
