@@ -457,7 +457,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         // to the receive side itself.
         ++counters.packets_looped;
         rx_push(local ? std::move(pkt) : Packet(pkt));
-        rx_.back().looped = true;
+        rx_.back().no_crcs = true;
         if (local) {
             return;
         }
@@ -465,6 +465,11 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     if (!cfg_.fabric) {
         trace(kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
         return;
+    }
+    // Packets are built without CRCs; only the link may want them
+    // (DeviceConfig::link_crcs; looped-back packets never do).
+    if (cfg_.link_crcs) {
+        iba::fill_crcs(pkt.bytes);
     }
     uint8_t header[iba::link::kHeader];
     iba::link::put_header(header, iba::link::kPacket, cfg_.link_crcs ? 0 : iba::link::kNoCrcs, pkt.id);
@@ -513,7 +518,7 @@ void Device::receive(Packet &pkt) {
     ++run_packets_;
     run_bytes_ += pkt.bytes.size();
     iba::PacketView v;
-    const iba::ParseError e = iba::parse(pkt.bytes, v, !pkt.looped && !pkt.no_crcs);
+    const iba::ParseError e = iba::parse(pkt.bytes, v, !pkt.no_crcs);
     if (e != iba::ParseError::None) {
         ++p.counters().rcv_errors;
         ++counters.packets_dropped;

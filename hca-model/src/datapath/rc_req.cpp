@@ -78,13 +78,6 @@ uint8_t *QpTable::rc_begin(Qp &qp, Packet &pkt, uint8_t opcode, uint32_t psn, bo
     return iba::build_headers(pkt.bytes, s, ext, payload_len);
 }
 
-void QpTable::rc_finish(Qp &qp, Packet &&pkt) {
-    if (dev_.config().link_crcs) {
-        iba::fill_crcs(pkt.bytes);
-    }
-    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
-}
-
 void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
                           std::span<const uint8_t> payload, uint32_t dqpn) {
     Packet pkt = dev_.new_packet();
@@ -92,7 +85,7 @@ void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bo
     if (!payload.empty()) {
         std::memcpy(at, payload.data(), payload.size());
     }
-    rc_finish(qp, std::move(pkt));
+    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
 }
 
 // Is the opcode one a QP of this transport may post? (Masked atomics are
@@ -289,7 +282,7 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
         dev_.recycle(std::move(pkt));
         return 0;
     }
-    rc_finish(qp, std::move(pkt));
+    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
     return 1;
 }
 

@@ -551,7 +551,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
                 chunk_off = 0;
             }
         }
-        rc_finish(qp, std::move(pkt));
+        dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
     }
     return true;
 }

@@ -530,9 +530,6 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         dev_.recycle(std::move(pkt));
         return fail_wqe(qp, w, synd, "send gather failed");
     }
-    if (dev_.config().link_crcs) {
-        iba::fill_crcs(pkt.bytes);
-    }
     qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
     ++qp.sent;
     dev_.transmit(std::move(pkt), qp.qpn, w.index);

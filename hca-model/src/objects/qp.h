@@ -155,8 +155,9 @@ struct Qp {
 struct Packet {
     std::vector<uint8_t> bytes;  // LRH .. VCRC
     uint64_t id = 0;             // the sender's packet id (link frames, traces, capture)
-    bool looped = false;         // built by this HCA for its own port: CRCs not checked again
-    bool no_crcs = false;        // arrived without CRCs (iba::link::kNoCrcs): none to check
+    // No CRCs to check: looped back by this HCA to its own port, or from a
+    // link frame flagged iba::link::kNoCrcs.
+    bool no_crcs = false;
 };
 
 class QpTable {
@@ -240,12 +241,11 @@ class QpTable {
     uint32_t rc_mtu(const Qp &qp);
     void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
                      std::span<const uint8_t> payload, uint32_t dqpn);
-    // rc_transmit in two steps, for a payload written in place: the
-    // headers into pkt (returns where the payload_len bytes go), then the
-    // CRCs if the link wants them and the send.
+    // The first step of rc_transmit, for a payload written in place: the
+    // headers into pkt; returns where the payload_len bytes go. The caller
+    // then hands pkt to Device::transmit.
     uint8_t *rc_begin(Qp &qp, Packet &pkt, uint8_t opcode, uint32_t psn, bool ack_req, bool se,
                       std::span<const uint8_t> ext, size_t payload_len, uint32_t dqpn);
-    void rc_finish(Qp &qp, Packet &&pkt);
     bool rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
     size_t rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);
     bool rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd);
