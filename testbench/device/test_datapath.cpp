@@ -9,6 +9,7 @@
 #include "be.h"
 #include "driver.h"
 #include "fw/iseg.h"
+#include "ip_packet.h"
 #include "ud_setup.h"
 #include "iba/mad.h"
 
@@ -21,6 +22,39 @@ using Setup = UdSetup;
 
 uint8_t cqe_opcode(const Cqe &c) { return c[63] >> 4; }
 uint32_t be32(const Cqe &c, size_t off) { return hca::load_be32(c.data() + off); }
+
+// A send WQE body of an IPoIB offload QP as hw/mlx5/wr.c builds it: the
+// datagram segment, the 16-byte pad, the Ethernet segment with the inline
+// header (padded to 16 bytes), then the data segments.
+std::vector<uint8_t> ipoib_wqe(uint16_t dlid, uint32_t dqpn, uint32_t qkey, uint8_t cs_flags, uint16_t mss,
+                               const std::vector<uint8_t> &hdr, const std::vector<Driver::Sge> &sges) {
+    std::vector<uint8_t> w(48 + 16);
+    hca::store_be32(w.data(), qkey);
+    hca::store_be32(w.data() + 8, 0x80000000u | dqpn);
+    hca::store_be16(w.data() + 0x0e, dlid);
+    w.resize(64 + ((14 + hdr.size() + 15) & ~size_t{15}));
+    uint8_t *e = w.data() + 64;
+    e[4] = cs_flags;
+    hca::store_be16(e + 6, mss);
+    hca::store_be16(e + 12, static_cast<uint16_t>(hdr.size()));
+    if (!hdr.empty()) {
+        std::memcpy(e + 14, hdr.data(), hdr.size());
+    }
+    for (const auto &g : sges) {
+        const size_t at = w.size();
+        w.resize(at + 16);
+        hca::store_be32(w.data() + at, g.len);
+        hca::store_be32(w.data() + at + 4, g.lkey);
+        hca::store_be64(w.data() + at + 8, g.addr);
+    }
+    return w;
+}
+
+void set_offload_mode(Driver &d, uint8_t mode) {
+    d.qp_fill = [mode](std::vector<uint8_t> &in) {
+        ifc::set(in.data(), ifc::in(ifc::create_qp_in::qpc, ifc::qpc::ulp_stateless_offload_mode), mode);
+    };
+}
 
 }  // namespace
 
@@ -176,6 +210,134 @@ TEST_CASE("multicast: every attached QP receives, the sender's own included", "[
     s.d.post_ud_send(blk, 0xc000, 0xffffff, 0x0b1b, {{s.lkey, sbuf, 100}}, true, {}, true, mgid);
     CHECK(!s.d.next_cqe(s.rcq));
     CHECK(s.d.next_cqe(s.scq));  // the send itself completes
+}
+
+TEST_CASE("IPoIB offload QP: checksums on send, LSO cut into datagrams, checksums verified on receive",
+          "[dp][ipoib]") {
+    Setup s;
+    constexpr uint32_t kQkey = 0xb1b;
+    constexpr uint8_t kL3L4 = hca::ipoib::kCsumL3 | hca::ipoib::kCsumL4;
+    constexpr uint8_t kOk = hca::ipoib::kCqeL3Ok | hca::ipoib::kCqeL4Ok;
+    // Mode 1 on UD only, and no other mode.
+    CmdResult r;
+    set_offload_mode(s.d, 1);
+    s.d.create_qp(hca::kQpRc, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 4, 4, &r);
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    set_offload_mode(s.d, 2);
+    s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 4, 4, &r);
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    set_offload_mode(s.d, 1);
+    auto a = s.ud(kQkey);
+    set_offload_mode(s.d, 1);
+    auto bq = s.ud(kQkey);
+    auto plain = s.ud(kQkey);
+    REQUIRE(s.b.dev.qps.find(a.qpn)->ipoib_offload);
+    // ipoib's receive buffers: the GRH area, then up to the IB MTU.
+    constexpr uint32_t kBuf = 40 + 2048;
+    const uint64_t rbuf = s.b.host.alloc(8 * kBuf, 64);
+    auto recv = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            s.d.post_recv(bq, s.lkey, rbuf + uint64_t(i) * kBuf, kBuf);
+        }
+    };
+    auto put = [&](const std::vector<uint8_t> &bytes) {
+        const uint64_t at = s.b.host.alloc(bytes.size(), 64);
+        s.b.host.write(at, bytes.data(), bytes.size());
+        return at;
+    };
+    auto received = [&](int i, size_t len) {
+        const uint8_t *m = s.b.host.mem(rbuf + uint64_t(i) * kBuf + 40, len);
+        return std::vector<uint8_t>(m, m + len);
+    };
+
+    SECTION("a SEND with checksums asked for: they are right on arrival, and the CQE says so") {
+        for (bool v6 : {false, true}) {
+            for (uint8_t proto : {hca::ipoib::kProtoTcp, hca::ipoib::kProtoUdp}) {
+                CAPTURE(v6, proto);
+                const auto pkt = ipoib_packet(v6, proto, 300);  // checksums zero
+                recv(1);
+                s.d.post_raw(a, hca::kWqeSend, 0, ipoib_wqe(5, bq.qpn, kQkey, kL3L4, 0, {},
+                                                             {{s.lkey, put(pkt), static_cast<uint32_t>(pkt.size())}}));
+                auto rc = s.d.next_cqe(s.rcq);
+                REQUIRE(rc);
+                CHECK(cqe_opcode(*rc) == hca::kCqeRespSend);
+                CHECK(be32(*rc, 0x2c) == 40 + pkt.size());
+                CHECK((*rc)[0x1c] == kOk);
+                const auto got = received(0, pkt.size());
+                if (!v6) {
+                    CHECK(ref_ipv4_ok(got));
+                }
+                CHECK(ref_l4_ok(got, v6));
+                REQUIRE(s.d.next_cqe(s.scq));
+            }
+        }
+    }
+    SECTION("a SEND without: the checksums stay wrong and the CQE does not vouch for them") {
+        const auto pkt = ipoib_packet(false, hca::ipoib::kProtoTcp, 100);
+        recv(1);
+        s.d.post_raw(a, hca::kWqeSend, 0,
+                     ipoib_wqe(5, bq.qpn, kQkey, 0, 0, {}, {{s.lkey, put(pkt), static_cast<uint32_t>(pkt.size())}}));
+        auto rc = s.d.next_cqe(s.rcq);
+        REQUIRE(rc);
+        CHECK((*rc)[0x1c] == 0);
+        CHECK(received(0, pkt.size()) == pkt);
+    }
+    SECTION("LSO: one WQE, one datagram per MSS, the stream intact, one requester CQE") {
+        const size_t data = 5000;
+        const uint16_t mss = 1988;
+        const auto whole = ipoib_packet(false, hca::ipoib::kProtoTcp, data, 9);
+        const size_t hlen = whole.size() - data;
+        const std::vector<uint8_t> hdr(whole.begin(), whole.begin() + static_cast<long>(hlen));
+        const std::vector<uint8_t> payload(whole.begin() + static_cast<long>(hlen), whole.end());
+        const uint64_t at = put(payload);
+        recv(3);
+        // Two SGEs that split the data off the MSS boundaries.
+        s.d.post_raw(a, hca::kWqeLso, 0, ipoib_wqe(5, bq.qpn, kQkey, kL3L4, mss, hdr,
+                                                   {{s.lkey, at, 3000}, {s.lkey, at + 3000, 2000}}));
+        std::vector<uint8_t> stream;
+        for (int k = 0; k < 3; ++k) {
+            auto rc = s.d.next_cqe(s.rcq);
+            REQUIRE(rc);
+            const size_t chunk = std::min<size_t>(mss, data - k * mss);
+            CHECK(be32(*rc, 0x2c) == 40 + hlen + chunk);
+            CHECK((*rc)[0x1c] == kOk);
+            const auto seg = received(k, hlen + chunk);
+            CHECK(hca::load_be32(seg.data() + 24 + 4) == 0xfffff000u + k * mss);
+            CHECK(hca::load_be16(seg.data() + 4 + 2) == hlen - 4 + chunk);
+            stream.insert(stream.end(), seg.begin() + static_cast<long>(hlen), seg.end());
+        }
+        CHECK(stream == payload);
+        CHECK(!s.d.next_cqe(s.rcq));
+        auto sc = s.d.next_cqe(s.scq);
+        REQUIRE(sc);
+        CHECK(cqe_opcode(*sc) == hca::kCqeReq);
+        CHECK(be32(*sc, 0x38) >> 24 == hca::kWqeLso);
+        CHECK(!s.d.next_cqe(s.scq));
+    }
+    SECTION("a bad LSO: an MSS of 0, a header that is not TCP/IP, an MSS past the MTU; LSO on a plain QP") {
+        const auto whole = ipoib_packet(false, hca::ipoib::kProtoTcp, 100);
+        const std::vector<uint8_t> hdr(whole.begin(), whole.end() - 100);
+        const uint64_t at = put(whole);
+        auto udp = ipoib_packet(false, hca::ipoib::kProtoUdp, 0);
+        struct Bad {
+            uint16_t mss;
+            std::vector<uint8_t> hdr;
+        };
+        for (const Bad &bad : {Bad{0, hdr}, Bad{1000, udp}, Bad{4096, hdr}, Bad{1000, {}}}) {
+            s.d.post_raw(a, hca::kWqeLso, 0, ipoib_wqe(5, bq.qpn, kQkey, kL3L4, bad.mss, bad.hdr, {{s.lkey, at, 100}}));
+            auto sc = s.d.next_cqe(s.scq);
+            REQUIRE(sc);
+            CHECK(cqe_opcode(*sc) == hca::kCqeReqErr);
+            CHECK((*sc)[0x37] == hca::kSyndLocalLength);
+            REQUIRE(s.d.modify_qp(hca::kOpSqerr2RtsQp, a.qpn).status == 0);
+        }
+        s.d.post_raw(plain, hca::kWqeLso, 0, ipoib_wqe(5, bq.qpn, kQkey, kL3L4, 1000, hdr, {{s.lkey, at, 100}}));
+        auto sc = s.d.next_cqe(s.scq);
+        REQUIRE(sc);
+        CHECK(cqe_opcode(*sc) == hca::kCqeReqErr);
+        CHECK((*sc)[0x37] == hca::kSyndLocalQpOp);
+        CHECK(!s.d.next_cqe(s.rcq));
+    }
 }
 
 TEST_CASE("QP1 receives report the P_Key, QP0 packets use VL15", "[dp][qp1]") {

@@ -5,7 +5,10 @@
 // control + mkey + translations or a memory window bind's KLM entries,
 // inline data, scatter entries with real or bogus keys, a window's among
 // them) and lengths it chooses, then rings the doorbell (whole or in two
-// halves, with a right or wrong WQE count).
+// halves, with a right or wrong WQE count). An IPoIB offload UD QP adds the
+// Ethernet segment: checksum flags, MSS and an inline header (a real TCP/IP
+// header, patched, or bytes), for SEND and LSO; its sends to itself run the
+// receive side's checksum checks.
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -13,6 +16,7 @@
 
 #include "fuzz_input.h"
 #include "fuzz_world.h"
+#include "ip_packet.h"
 #include "objects/mkey.h"
 
 using namespace hcatest;
@@ -37,7 +41,7 @@ struct World {
     MrHandle mr;
     EqHandle eq;
     CqHandle cq;
-    QpHandle rc, uc, ud, xrc, umr;
+    QpHandle rc, uc, ud, xrc, umr, ipoib;
     uint64_t buf = 0;
 
     void setup() {
@@ -60,7 +64,16 @@ struct World {
             hca::ifc::set(in.data(), hca::ifc::in(hca::ifc::create_qp_in::qpc, hca::ifc::qpc::xrcd), xrcd);
         };
         xrc = d.create_qp(hca::kQpXrc, pd, cq.cqn, cq.cqn, uar, 6, 0, nullptr, 1, 0);
-        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr}) {
+        d.qp_fill = [](std::vector<uint8_t> &in) {
+            hca::ifc::set(in.data(), hca::ifc::in(hca::ifc::create_qp_in::qpc, hca::ifc::qpc::ulp_stateless_offload_mode),
+                          1);
+        };
+        ipoib = d.create_qp(hca::kQpUd, pd, cq.cqn, cq.cqn, uar, 6, 4);
+        // A TCP/IP packet at the start of the buffer, for the gather lists
+        // to find (checksums computed over real headers).
+        const auto pkt = ipoib_packet(false, hca::ipoib::kProtoTcp, 2000);
+        b.host.write(buf, pkt.data(), pkt.size());
+        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib}) {
             reset_qp(*q);
         }
         free_key = 0;
@@ -103,8 +116,8 @@ struct World {
         q.rq_pi = 0;
         b.host.write_be32(q.dbr, 0);
         b.host.write_be32(q.dbr + 4, 0);
-        if (&q == &ud || &q == &umr) {
-            d.ud_to_rts(q, &q == &ud ? kQkey : 0);
+        if (&q == &ud || &q == &umr || &q == &ipoib) {
+            d.ud_to_rts(q, &q == &umr ? 0 : kQkey);
         } else {
             d.connect_qp(q, q.qpn, kLid, 3, 2, 2, 10, 1);
         }
@@ -222,6 +235,35 @@ void umr_segments(World &x, Input &in, Wqe &w) {
     }
 }
 
+// The pad and Ethernet segment of an IPoIB offload QP's WQE.
+void eth_segment(Input &in, Wqe &w) {
+    uint8_t pad[16] = {};
+    if (in.u8() > 240) {
+        pad[in.u8() % 16] = in.u8();
+    }
+    w.put(pad, sizeof(pad));
+    std::vector<uint8_t> hdr;
+    const uint8_t kind = in.u8();
+    if (kind < 150) {
+        auto pkt = ipoib_packet(in.flag(), in.flag() ? hca::ipoib::kProtoTcp : hca::ipoib::kProtoUdp, 0, 1,
+                                in.u8() % 44 & ~size_t{3});
+        hdr.assign(pkt.begin(), pkt.end());
+        if (in.u8() > 200) {
+            hcafuzz::patch(in, hdr, 2);
+        }
+    } else if (kind < 220) {
+        hdr = in.vec(in.u8() % 120);
+    }
+    std::vector<uint8_t> e((14 + hdr.size() + 15) & ~size_t{15});
+    e[4] = in.u8();
+    hca::store_be16(e.data() + 6, in.u8() < 200 ? static_cast<uint16_t>(1000 + in.u16() % 1100) : in.u16());
+    hca::store_be16(e.data() + 12, in.u8() < 240 ? static_cast<uint16_t>(hdr.size()) : in.u16());
+    if (!hdr.empty()) {
+        std::memcpy(e.data() + 14, hdr.data(), hdr.size());
+    }
+    w.put(e.data(), e.size());
+}
+
 void data_segments(World &x, Input &in, Wqe &w) {
     if (in.u8() < 60) {
         const uint32_t n = in.u8() % 120;
@@ -248,21 +290,25 @@ constexpr uint8_t kOps[] = {hca::kWqeSend, hca::kWqeSendImm, hca::kWqeSendInval,
 
 // One WQE on the input's QP (or another), and its doorbell.
 void post(World &x, QpHandle &focus, Input &in) {
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr};
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib};
     const uint8_t which = in.u8();
-    QpHandle &qp = which < 230 ? focus : *qps[which % 5];
+    QpHandle &qp = which < 230 ? focus : *qps[which % 6];
     const uint8_t opcode = in.u8() < 240 ? (&qp == &x.umr ? hca::kWqeUmr : in.pick(kOps)) : in.u8();
     Wqe w;
     if (qp.st == hca::kQpUd) {
         uint8_t av[48] = {};
         hca::store_be32(av, in.u8() < 230 ? kQkey : in.u32());
-        hca::store_be32(av + 8, 0x80000000u | (in.u8() < 230 ? x.ud.qpn : in.u32() & 0xffffff));
+        const uint32_t to = in.flag() ? x.ipoib.qpn : x.ud.qpn;
+        hca::store_be32(av + 8, 0x80000000u | (in.u8() < 230 ? to : in.u32() & 0xffffff));
         hca::store_be16(av + 0x0e, in.u8() < 230 ? kLid : in.u16());
         if (in.u8() > 230) {
             hca::store_be32(av + 0x1c, 1u << 30);
             av[0x1b] = in.u8();
         }
         w.put(av, sizeof(av));
+        if (&qp == &x.ipoib) {
+            eth_segment(in, w);
+        }
     }
     if (qp.st == hca::kQpXrc) {
         uint8_t s[16] = {};
@@ -316,8 +362,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         x.setup();
     }
     Input in(data, size);
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr};
-    QpHandle &focus = *qps[in.pick(5)];
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib};
+    QpHandle &focus = *qps[in.pick(6)];
     x.reset_qp(focus);
     if (x.umr_used) {
         x.new_free_key();

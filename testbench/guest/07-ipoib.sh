@@ -1,7 +1,9 @@
 # hcasim-test: nodes=2 timeout=1200 quick-timeout=800
 # IPoIB (datagram mode) between two VMs over the simulated fabric: carrier,
-# ping both ways (also fragmented and IPv6 link-local), iperf3 both ways next
-# to iperf3 over the virtio-net management network, 1 % fabric loss, 20 ib0
+# the HCA's IPoIB offloads (checksums, LSO) in use, ping both ways (also
+# fragmented and IPv6 link-local), a checksummed 16 MiB TCP transfer,
+# iperf3 both ways and in connected mode next to iperf3 over the virtio-net
+# management network, 1 % fabric loss, 20 ib0
 # down/up and 10 ib_ipoib reload cycles (5 and 3 in ./hcasim test), a fabric
 # link unplugged and plugged back, and a subnet manager restart (client
 # reregistration).
@@ -40,6 +42,12 @@ check "ib0's carrier came up (carrier_up_count $(cat /sys/class/net/ib0/carrier_
     test "$(cat /sys/class/net/ib0/carrier_up_count)" -ge 1
 check_grep "ib0 is in datagram mode" datagram /sys/class/net/ib0/mode
 check "ib0 MTU 2044 (broadcast group MTU 2048)" test "$(cat /sys/class/net/ib0/mtu)" = 2044
+# The device reports ipoib_basic_offloads: mlx5_ib gives ib_ipoib
+# IB_DEVICE_UD_IP_CSUM and IBK_UD_TSO, and ib_ipoib turns the features on.
+ethtool -k ib0 > /tmp/features.txt 2>&1
+for f in "tcp-segmentation-offload: on" "tx-checksum-ipv4: on" "rx-checksumming: on"; do
+    check_grep "ib0 offload $f" "^[[:space:]]*$f" /tmp/features.txt
+done
 barrier ib0-up 120
 
 for dir in 0 1; do
@@ -59,8 +67,50 @@ for dir in 0 1; do
     barrier "ping-$dir" 180
 done
 
-# iperf3: node 1 serves; node 0 measures both directions on ib0 and on the
-# management network (virtio-net), one after the other in the same run.
+# 16 MiB of random bytes over TCP (large sends cut by the HCA, checksums
+# computed by it and checked by it on receipt): the receiver's SHA-256
+# must be the sender's.
+tcp_sink='import hashlib, socket, sys
+s = socket.create_server((sys.argv[1], 5301))
+c, _ = s.accept()
+h, n = hashlib.sha256(), 0
+while b := c.recv(1 << 16):
+    h.update(b)
+    n += len(b)
+print(n, h.hexdigest())'
+if [ "$me" = 1 ]; then
+    timeout 120 python3 -c "$tcp_sink" "$myip" > /tmp/sink.txt 2>&1 &
+    sink=$!
+    sleep 0.5
+    barrier sink-up 60
+    wait $sink
+    share sink "$(cat /tmp/sink.txt)"
+else
+    head -c 16M /dev/urandom > /tmp/blob
+    barrier sink-up 60
+    tx0=$(cat /sys/class/net/ib0/statistics/tx_packets) txb0=$(cat /sys/class/net/ib0/statistics/tx_bytes)
+    check "16 MiB sent over TCP on ib0" timeout 120 python3 -c 'import socket, sys
+s = socket.create_connection((sys.argv[1], 5301))
+s.sendall(open("/tmp/blob", "rb").read())
+s.close()' "$peerip"
+    pkts=$(($(cat /sys/class/net/ib0/statistics/tx_packets) - tx0))
+    bytes=$(($(cat /sys/class/net/ib0/statistics/tx_bytes) - txb0))
+    # ib_ipoib counts completed work requests (ipoib_ib_handle_tx_wc()):
+    # one LSO work request per large TCP segment, so the average is well
+    # over the MTU when LSO is in use (and at most the MTU without).
+    echo "# ib0 sent $bytes bytes in $pkts work requests ($((bytes / (pkts + 1))) bytes each)"
+    check "large sends: ib0's work requests average more than the 2044-byte MTU" test $((bytes / (pkts + 1))) -gt 2044
+fi
+barrier sink-done 150
+if [ "$me" = 0 ]; then
+    want="16777216 $(sha256sum < /tmp/blob | cut -d' ' -f1)"
+    got=$(shared 1 sink)
+    check "the receiver got the 16 MiB intact (sha256 $got)" test "$got" = "$want"
+fi
+
+# iperf3: node 1 serves; node 0 measures both directions on ib0, then in
+# connected mode, and on the management network (virtio-net), one after
+# the other in the same run.
 iperf_round() {  # NAME SERVER-ADDRESS [CLIENT OPTIONS]
     local name=$1 addr=$2
     shift 2
@@ -85,18 +135,27 @@ iperf_round() {  # NAME SERVER-ADDRESS [CLIENT OPTIONS]
     fi
     barrier "$name-done" 120
 }
-iperf_round ib-tx 192.168.77.2 -t 10
-iperf_round ib-rx 192.168.77.2 -t 10 -R
-iperf_round eth-tx "$(mgmt_ip 1)" -t 10
-iperf_round eth-rx "$(mgmt_ip 1)" -t 10 -R
+secs=$(reps 10 5)
+iperf_round ib-tx 192.168.77.2 -t "$secs"
+iperf_round ib-rx 192.168.77.2 -t "$secs" -R
+# Connected mode: RC QPs, MTU 65520 (ipoib_set_mode() sets it).
+echo connected > /sys/class/net/ib0/mode
+check "ib0 in connected mode, MTU 65520" sh -c 'grep -q connected /sys/class/net/ib0/mode && test "$(cat /sys/class/net/ib0/mtu)" = 65520'
+barrier cm 60
+iperf_round ib-cm-tx 192.168.77.2 -t "$secs"
+echo datagram > /sys/class/net/ib0/mode
+check "ib0 back in datagram mode, MTU 2044" sh -c 'grep -q datagram /sys/class/net/ib0/mode && test "$(cat /sys/class/net/ib0/mtu)" = 2044'
+barrier datagram 60
+iperf_round eth-tx "$(mgmt_ip 1)" -t "$secs"
+iperf_round eth-rx "$(mgmt_ip 1)" -t "$secs" -R
 if [ "$me" = 0 ]; then
-    for d in tx rx; do
+    for d in tx rx cm-tx; do
         ib=$(shared 0 bps-ib-$d)
-        eth=$(shared 0 bps-eth-$d)
-        echo "# iperf3 $d: IPoIB over hcasim $((ib / 1000000)) Mbit/s, virtio-net $((eth / 1000000)) Mbit/s," \
+        eth=$(shared 0 bps-eth-${d#cm-})
+        echo "# iperf3 ${d/cm-/connected-mode }: IPoIB over hcasim $((ib / 1000000)) Mbit/s, virtio-net $((eth / 1000000)) Mbit/s," \
             "ratio $(python3 -c "print(f'{$ib / max($eth, 1):.3f}')")"
     done
-    echo "ipoib-tx-bps=$(shared 0 bps-ib-tx) ipoib-rx-bps=$(shared 0 bps-ib-rx) eth-tx-bps=$(shared 0 bps-eth-tx) eth-rx-bps=$(shared 0 bps-eth-rx)" > /hcasim/ipoib-bench.txt
+    echo "ipoib-tx-bps=$(shared 0 bps-ib-tx) ipoib-rx-bps=$(shared 0 bps-ib-rx) ipoib-cm-tx-bps=$(shared 0 bps-ib-cm-tx) eth-tx-bps=$(shared 0 bps-eth-tx) eth-rx-bps=$(shared 0 bps-eth-rx)" > /hcasim/ipoib-bench.txt
 fi
 
 # 1 % loss on every fabric link: ping and TCP still get through.
@@ -108,7 +167,7 @@ if [ "$me" = 0 ]; then
     check "ping -c 200 completes with 1 % fabric loss ($l % lost)" test -n "$l"
 fi
 barrier lossy-ping 120
-iperf_round ib-lossy 192.168.77.2 -t 10
+iperf_round ib-lossy 192.168.77.2 -t "$secs"
 [ "$me" = 0 ] && check "fabric: loss off" fabric_ctl drop all 0
 barrier lossless 60
 

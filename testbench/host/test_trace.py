@@ -209,6 +209,36 @@ class TraceDecode(unittest.TestCase):
         self.assertIn(f"pkt send id=0x{PING['pkt']:x}", out)
         self.assertNotIn("unknown", out)
 
+    def test_ipoib_offload_lso(self):
+        """An IPoIB offload QP's large send, as the model traces it: the
+        pad and the Ethernet segment with its inline header sit between
+        the datagram segment and the gather list."""
+        hdr = "0800000045000000123440004006" + "00" * 42
+        lines = [
+            "1 100.000 obj create_qp qpn=0x104 type=UD pd=2 sq=64x64B rq=16x64B rq_type=0 srqn=0x0 cqn_snd=0x2 "
+            "cqn_rcv=0x2 uar=4 dbr=0x4996100 pages=4 uid=0",
+            "2 100.100 wqe fetch qpn=0x104 index=0x10 opcode=LSO(0xe) opmod=0x0 ds=11 fence=0 ce=2 se=0 "
+            "imm=0x00000000",
+            f"3 100.101 wqe   eth qpn=0x104 cs_flags=0xc0 mss=1988 inline_hdr_sz=56 hdr={hdr}",
+            "4 100.102 wqe   data qpn=0x104 lkey=0x1 addr=0x1000 len=5000",
+            "5 100.103 wqe   datagram qpn=0x104 dlid=3 dqpn=0x104 qkey=0xb1b sl=0 grh=false",
+            "6 100.104 wqe   lso qpn=0x104 index=0x10 segments=3 mss=1988 hdr_len=56 data=5000",
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            node = Path(d) / "node0"
+            node.mkdir()
+            (node / "hca.trace").write_text("\n".join(lines) + "\n")
+            rc, out, _ = hcasim("trace", "decode", str(node / "hca.trace"), "2")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("WQE LSO on qpn=0x104 (UD", out)
+        self.assertRegex(out, r"\+0x010\s+datagram\s")
+        self.assertRegex(out, r"\+0x040\s+eth_pad\s")
+        self.assertRegex(out, r"\+0x050\s+eth\s+-\s+cs_flags=0xc0\s+checksums to compute: IPv4 header and TCP/UDP")
+        self.assertIn("inline_hdr_sz=56", out)
+        self.assertRegex(out, r"\+0x0a0\s+data\s+-\s+byte_count=5000")
+        self.assertIn("= 11 DS = 176 bytes, every byte accounted for (3 WQEBBs)", out)
+        self.assertNotIn("unknown", out)
+
     def test_atomic_and_read(self):
         src, fs = fetches(0)
         fa = next(f for f in fs if "ATOMIC_FA" in f.line)

@@ -32,13 +32,13 @@ RDMA_OPS = {"RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ"}
 ATOMIC_OPS = {"ATOMIC_CS", "ATOMIC_FA", "ATOMIC_MASKED_CS", "ATOMIC_MASKED_FA"}
 # Opcodes a connected QP's requester parses (rc_req.cpp) and a UD QP's.
 RC_OPS = {"SEND", "SEND_IMM", "SEND_INVAL", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ"} | ATOMIC_OPS
-UD_OPS = {"SEND", "SEND_IMM"}
+UD_OPS = {"SEND", "SEND_IMM", "LSO"}
 
 FENCE_MODES = {0: "no fence", 1: "initiator small fence", 2: "fence (wait for outstanding reads/atomics)",
                3: "strong ordering", 4: "small fence + fence"}
 CE_MODES = {0: "CQE only on error (unsignaled)", 1: "CQE on the first error", 2: "CQE always (signaled)",
             3: "CQE and EQE always"}
-SEGMENT_EVENTS = ("data", "inline", "datagram", "atomic", "umr", "mkey")
+SEGMENT_EVENTS = ("data", "inline", "datagram", "eth", "atomic", "umr", "mkey")
 CONNECTED_TYPES = {"RC", "UC", "XRC"}
 UD_TYPES = {"UD", "QP0", "QP1", "GSI", "SMI"}
 
@@ -56,7 +56,7 @@ class Field:
 class Segment:
     offset: int
     size: int
-    kind: str            # ctrl, datagram, xrc, raddr, atomic, data, inline, umr_ctrl, mkey_ctx, xlt, unknown
+    kind: str            # ctrl, datagram, eth_pad, eth, xrc, raddr, atomic, data, inline, umr_ctrl, mkey_ctx, xlt, unknown
     fields: list
     event: object = None  # the trace line it comes from
     raw: bytes = None     # the segment's bytes when the trace has them (BlueFlame)
@@ -401,6 +401,18 @@ def _seg(kind, e, size):
                         else "no GRH" if g("grh") == "false" else UNKNOWN)]
         if g("dgid"):
             fields.append(Field("dgid", g("dgid"), "destination GID"))
+    elif kind == "eth":
+        cs = e.int("cs_flags")
+        sz = e.int("inline_hdr_sz")
+        size = (14 + (sz or 0) + 15) & ~15
+        what = [n for bit, n in ((0x40, "IPv4 header"), (0x80, "TCP/UDP")) if cs is not None and cs & bit]
+        fields = [Field("cs_flags", _hexval(g("cs_flags")),
+                        "checksums to compute: " + (" and ".join(what) if what else "none") if cs is not None
+                        else UNKNOWN),
+                  Field("mss", _hexval(g("mss")), "large send: data bytes per datagram"),
+                  Field("inline_hdr_sz", _hexval(g("inline_hdr_sz")),
+                        "bytes of packet header inline (a large send's TCP/IP header)"),
+                  Field("inline_hdr", g("hdr", "") or "-", "the header, from its first byte")]
     elif kind == "atomic":
         fields = [Field("swap_add", _hexval(g("swap_add")), "swap value (CAS) or addend (FAA)"),
                   Field("compare", _hexval(g("compare")), "compare value (CAS); unused by FAA")]
@@ -435,6 +447,9 @@ def layout(w):
     if "datagram" in by or (t in UD_TYPES and op in UD_OPS):
         for e in by.get("datagram", []):
             segs.append(_seg("datagram", e, 48))
+        for e in by.get("eth", []):  # an IPoIB offload QP: a 16-byte pad, then the Ethernet segment
+            segs.append(Segment(0, 16, "eth_pad", [Field("pad", "-", "mlx5_wqe_eth_pad, zeros")], e))
+            segs.append(_seg("eth", e, 16))
         segs += [_seg(e.ev, e, 16) for e in gather]
     elif "umr" in by or op == "UMR":
         for e in by.get("umr", []):

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/ipoib_offload.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -252,11 +253,19 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     cqe.sop_drop_qpn.set(qp.qpn);
     cqe.wqe_counter.set(index);
     cqe.op_own = static_cast<uint8_t>((imm ? kCqeRespSendImm : kCqeRespSend) << 4 | (v.se() ? 2 : 0));
+    if (qp.ipoib_offload) {
+        // The checksums were verified on the way in (hw/mlx5/cq.c reports
+        // IB_WC_IP_CSUM_OK when both L3_OK and L4_OK are set).
+        const ipoib::RxFlags f = ipoib::rx_flags(v.payload);
+        cqe.hds_ip_ext = f.hds_ip_ext;
+        cqe.l4_l3_hdr_type = f.l4_l3_hdr_type;
+    }
     ++qp.received;
     dev_.trace(kTrCqe,
-               "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={}{}",
+               "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={} "
+               "hds_ip_ext=0x{:x}{}",
                qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, byte_cnt, v.slid(),
-               v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, PktRef{rx_pkt_});
+               v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, cqe.hds_ip_ext, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_rcv, cqe, v.se());
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/ipoib_offload.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -463,33 +464,39 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
     return true;
 }
 
-bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
-    if (w.opcode != kWqeSend && w.opcode != kWqeSendImm) {
-        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, w.index, wqe_opcode_name(w.opcode),
-                         qp_type_name(qp.st));
-        return fail_wqe(qp, w, kSyndLocalQpOp, "opcode not valid for the QP type");
+// The Ethernet segment of an IPoIB offload QP's WQE, after the datagram
+// segment and its pad (hw/mlx5/wr.c handle_qpt_ud(), set_eth_seg()): the
+// checksums to compute, and for LSO the MSS and the packet headers, inline.
+// Returns the offset of the data segments that follow, 0 if the segment
+// overruns the WQE.
+size_t QpTable::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
+    const size_t at = sizeof(CtrlSeg) + sizeof(AvSeg) + kEthPadLen;
+    if (w.bytes.size() < at + sizeof(EthSeg)) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x} of an IPoIB offload QP has no Ethernet segment", qp.qpn, w.index);
+        return 0;
     }
-    if (w.bytes.size() < sizeof(CtrlSeg) + sizeof(AvSeg)) {
-        dev_.guest_error("qpn=0x{:x} UD WQE 0x{:x} has no datagram segment", qp.qpn, w.index);
-        return fail_wqe(qp, w, kSyndLocalQpOp, "UD WQE without address vector");
+    EthSeg e;
+    std::memcpy(&e, w.bytes.data() + at, sizeof(e));
+    const size_t hdr_len = e.inline_hdr_sz.get();
+    const size_t hdr_at = at + offsetof(EthSeg, inline_hdr_start);
+    const size_t end = at + ((sizeof(EthSeg) - sizeof(e.inline_hdr_start) + hdr_len + 15) & ~size_t{15});
+    if (end > w.bytes.size()) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline header of {} bytes overruns the WQE ({} bytes)", qp.qpn,
+                         w.index, hdr_len, w.bytes.size());
+        return 0;
     }
-    AvSeg av;
-    std::memcpy(&av, w.bytes.data() + sizeof(CtrlSeg), sizeof(av));
-    uint8_t synd = 0;
-    if (!parse_data_segs(qp, w.bytes.subspan(sizeof(CtrlSeg) + sizeof(AvSeg)), ud_msg_, synd)) {
-        return fail_wqe(qp, w, synd, "bad send WQE");
-    }
+    eo.cs_flags = e.cs_flags;
+    eo.mss = e.mss.get();
+    eo.hdr = w.bytes.subspan(hdr_at, hdr_len);
+    dev_.trace(kTrWqe, "  eth qpn=0x{:x} cs_flags=0x{:x} mss={} inline_hdr_sz={} hdr={}", qp.qpn, eo.cs_flags, eo.mss,
+               hdr_len, HexBytes{eo.hdr.first(std::min<size_t>(hdr_len, 64))});
+    return end;
+}
+
+// The address vector of a UD WQE as the headers of its datagrams (the PSN
+// is the caller's).
+void QpTable::ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &s) {
     Port &port = dev_.port(qp.path.port);
-    const uint32_t mtu = 128u << std::min<uint8_t>(port.neighbor_mtu(), qp.mtu ? qp.mtu : 5);
-    const uint64_t len = ud_msg_.length();
-    if (len > mtu) {
-        dev_.guest_error("qpn=0x{:x} UD message of {} bytes exceeds the path MTU {}", qp.qpn, len, mtu);
-        return fail_wqe(qp, w, kSyndLocalLength, "UD message longer than the MTU");
-    }
-    const uint32_t av_qkey = av.qkey.get();
-    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
-    const uint32_t qkey = (av_qkey & 0x80000000u) ? qp.qkey : av_qkey;
-    iba::PacketSpec s;
     s.sl = av.stat_rate_sl & 0x0f;
     s.vl = qp.st == kQpQp0 ? 15 : port.sl2vl(s.sl);
     s.dlid = av.rlid.get();
@@ -510,7 +517,45 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
     s.se = w.solicited;
     s.pkey = qp.st == kQpQp0 ? 0xffff : port.pkey(qp.path.pkey_index);
     s.dqpn = av.dqp_dct.get() & 0xffffff;
-    s.psn = qp.next_send_psn;
+}
+
+bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
+    const bool lso = w.opcode == kWqeLso && qp.ipoib_offload;
+    if (w.opcode != kWqeSend && w.opcode != kWqeSendImm && !lso) {
+        dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, w.index, wqe_opcode_name(w.opcode),
+                         qp_type_name(qp.st));
+        return fail_wqe(qp, w, kSyndLocalQpOp, "opcode not valid for the QP type");
+    }
+    if (w.bytes.size() < sizeof(CtrlSeg) + sizeof(AvSeg)) {
+        dev_.guest_error("qpn=0x{:x} UD WQE 0x{:x} has no datagram segment", qp.qpn, w.index);
+        return fail_wqe(qp, w, kSyndLocalQpOp, "UD WQE without address vector");
+    }
+    AvSeg av;
+    std::memcpy(&av, w.bytes.data() + sizeof(CtrlSeg), sizeof(av));
+    EthOffload eo;
+    size_t segs_at = sizeof(CtrlSeg) + sizeof(AvSeg);
+    if (qp.ipoib_offload) {
+        segs_at = parse_eth_seg(qp, w, eo);
+        if (!segs_at) {
+            return fail_wqe(qp, w, kSyndLocalLength, "Ethernet segment overruns the WQE");
+        }
+    }
+    uint8_t synd = 0;
+    if (!parse_data_segs(qp, w.bytes.subspan(segs_at), ud_msg_, synd)) {
+        return fail_wqe(qp, w, synd, "bad send WQE");
+    }
+    Port &port = dev_.port(qp.path.port);
+    const uint32_t mtu = 128u << std::min<uint8_t>(port.neighbor_mtu(), qp.mtu ? qp.mtu : 5);
+    const uint64_t len = eo.hdr.size() + ud_msg_.length();
+    if (!lso && len > mtu) {
+        dev_.guest_error("qpn=0x{:x} UD message of {} bytes exceeds the path MTU {}", qp.qpn, len, mtu);
+        return fail_wqe(qp, w, kSyndLocalLength, "UD message longer than the MTU");
+    }
+    const uint32_t av_qkey = av.qkey.get();
+    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+    const uint32_t qkey = (av_qkey & 0x80000000u) ? qp.qkey : av_qkey;
+    iba::PacketSpec s;
+    ud_spec(qp, w, av, s);
     uint8_t ext[12];
     store_be32(ext, qkey);
     store_be32(ext + 4, qp.ib_qpn());
@@ -523,17 +568,76 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
                    s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
     }
-    // The payload is gathered straight into the packet.
+    if (lso) {
+        return send_lso(qp, w, s, {ext, ext_len}, eo, mtu);
+    }
+    // The payload (the inline header, then the gather list) is gathered
+    // straight into the packet.
+    s.psn = qp.next_send_psn;
     Packet pkt = dev_.new_packet();
     uint8_t *at = iba::build_headers(pkt.bytes, s, {ext, ext_len}, len);
-    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(len), at, synd)) {
+    if (!eo.hdr.empty()) {
+        std::memcpy(at, eo.hdr.data(), eo.hdr.size());
+    }
+    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(ud_msg_.length()), at + eo.hdr.size(), synd)) {
         dev_.recycle(std::move(pkt));
         return fail_wqe(qp, w, synd, "send gather failed");
+    }
+    if (eo.cs_flags & (ipoib::kCsumL3 | ipoib::kCsumL4)) {
+        ipoib::fill_checksums({at, len}, eo.cs_flags);
     }
     qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
     ++qp.sent;
     dev_.transmit(std::move(pkt), qp.qpn, w.index);
     req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(len), w.signaled, s.se);
+    return true;
+}
+
+// A large send (MLX5_OPCODE_LSO): the gather list cut into MSS-sized
+// pieces, each sent as a datagram behind a copy of the inline TCP/IP
+// header with its lengths, IPv4 ID, sequence number, flags and checksums
+// fixed for that piece (ipoib::lso_segment()).
+bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<const uint8_t> ext,
+                       const EthOffload &eo, uint32_t mtu) {
+    ipoib::Headers h;
+    const size_t hlen = eo.hdr.size();
+    const uint64_t data = ud_msg_.length();
+    const char *bad = nullptr;
+    if (!ipoib::parse(eo.hdr, h, false) || h.proto != ipoib::kProtoTcp || h.l4 + h.l4_len != hlen) {
+        bad = "the inline header is not an IPoIB header, IP header and TCP header";
+    } else if (eo.mss == 0 || hlen + eo.mss > mtu) {
+        bad = "header and MSS do not fit the path MTU";
+    } else if (data > kMaxLsoBytes || (data + eo.mss - 1) / eo.mss > kMaxLsoSegments) {
+        bad = "more data or segments than a large send may have";
+    }
+    if (bad) {
+        dev_.guest_error("qpn=0x{:x} LSO WQE 0x{:x} (header {} bytes, mss {}, {} bytes of data, MTU {}): {}", qp.qpn,
+                         w.index, hlen, eo.mss, data, mtu, bad);
+        return fail_wqe(qp, w, kSyndLocalLength, "bad large send");
+    }
+    const uint32_t n = std::max<uint32_t>(1, static_cast<uint32_t>((data + eo.mss - 1) / eo.mss));
+    const bool se = s.se;
+    uint8_t synd = 0;
+    for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t off = k * eo.mss;
+        const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(eo.mss, data - off));
+        s.psn = qp.next_send_psn;
+        s.se = se && k + 1 == n;
+        Packet pkt = dev_.new_packet();
+        uint8_t *at = iba::build_headers(pkt.bytes, s, ext, hlen + chunk);
+        std::memcpy(at, eo.hdr.data(), hlen);
+        if (!gather(qp, w.index, ud_msg_, off, chunk, at + hlen, synd)) {
+            dev_.recycle(std::move(pkt));
+            return fail_wqe(qp, w, synd, "send gather failed");
+        }
+        ipoib::lso_segment({at, hlen + chunk}, h, k, off, k == 0, k + 1 == n);
+        qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
+        ++qp.sent;
+        dev_.transmit(std::move(pkt), qp.qpn, w.index);
+    }
+    dev_.trace(kTrWqe, "  lso qpn=0x{:x} index=0x{:x} segments={} mss={} hdr_len={} data={}", qp.qpn, w.index, n,
+               eo.mss, hlen, data);
+    req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(hlen + data), w.signaled, se);
     return true;
 }
 

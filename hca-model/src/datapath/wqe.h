@@ -115,6 +115,21 @@ struct AvSeg {
 };
 static_assert(sizeof(AvSeg) == 48 && offsetof(AvSeg, rlid) == 0x0e && offsetof(AvSeg, grh_gid_fl) == 0x1c);
 
+// mlx5_wqe_eth_seg: after the datagram segment and a 16-byte pad
+// (mlx5_wqe_eth_pad) on an IPoIB offload QP. The inline header starts at
+// inline_hdr_start and runs on past the segment, padded to 16 bytes.
+struct EthSeg {
+    uint8_t swp_offsets[4];
+    uint8_t cs_flags;
+    uint8_t swp_flags;
+    be16 mss;
+    be32 flow_table_metadata;
+    be16 inline_hdr_sz;
+    uint8_t inline_hdr_start[2];
+};
+static_assert(sizeof(EthSeg) == 16 && offsetof(EthSeg, inline_hdr_sz) == 12);
+inline constexpr size_t kEthPadLen = 16;
+
 struct DataSeg {
     be32 byte_count;
     be32 lkey;

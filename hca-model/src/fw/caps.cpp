@@ -71,6 +71,9 @@ const CapEntry kGeneralCaps[] = {
     GEN(block_lb_mc, 1, 1, false),    // IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK (qpc.block_lb_mc)
     GEN(cq_resize, 1, 1, false),      // MODIFY_CQ op_mod 1 (ibv_resize_cq)
     GEN(cq_moderation, 1, 1, false),  // MODIFY_CQ period/count (ib_modify_cq)
+    // IPoIB checksum offload and LSO on UD QPs with ulp_stateless_offload_mode
+    // 1 (IB_DEVICE_UD_IP_CSUM, IBK_UD_TSO; datapath/ipoib_offload.h).
+    GEN(ipoib_basic_offloads, 1, 1, false),
     GEN(cqe_128_always, 1, 1, false), // cqe_sz 2: 128-byte CQEs written whole (mlx5dv CQE 128B padding)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
     // Q counters (objects/counters.h): mlx5_ib's hw_counters per port and

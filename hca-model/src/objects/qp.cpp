@@ -41,6 +41,8 @@ Qp qp_of_create(CmdCtx &c) {
     qp.pm_state = static_cast<uint8_t>(f(qpc::pm_state));
     qp.rlky = f(qpc::rlky);
     qp.block_lb_mc = f(qpc::block_lb_mc);
+    qp.offload_mode = static_cast<uint8_t>(f(qpc::ulp_stateless_offload_mode));
+    qp.ipoib_offload = qp.offload_mode == 1;
     return qp;
 }
 
@@ -137,6 +139,12 @@ bool QpTable::create_qp_valid(CmdCtx &c, const Qp &qp) {
     }
     if (qp.rq_type == kRqRegular && qp.rq_stride > caps.gen(ifc::cmd_hca_cap::max_wqe_sz_rq)) {
         c.fail(Status::BAD_PARAM, "RQ stride {} exceeds max_wqe_sz_rq", qp.rq_stride);
+        return false;
+    }
+    // Mode 1, IPoIB's basic offloads, is the one there is (and on UD only).
+    if (qp.offload_mode && (qp.offload_mode != 1 || qp.st != kQpUd || !caps.gen(ifc::cmd_hca_cap::ipoib_basic_offloads))) {
+        c.fail(Status::BAD_PARAM, "ulp_stateless_offload_mode {} on a {} QP is not supported", qp.offload_mode,
+               qp_type_name(qp.st));
         return false;
     }
     return true;
@@ -290,6 +298,7 @@ void QpTable::cmd_query_qp(CmdCtx &c) {
     s(qpc::log_rq_size, qp->log_rq_size);
     s(qpc::log_rq_stride, __builtin_ctz(qp->rq_stride) - 4);
     s(qpc::no_sq, qp->no_sq);
+    s(qpc::ulp_stateless_offload_mode, qp->offload_mode);
     s(qpc::log_sq_size, qp->log_sq_size);
     s(qpc::rlky, qp->rlky);
     s(qpc::uar_page, qp->uar);

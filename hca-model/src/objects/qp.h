@@ -127,6 +127,10 @@ struct Qp {
     uint8_t pm_state = 3;
     bool rlky = false;
     bool block_lb_mc = false;  // own multicast sends are not looped back
+    // ulp_stateless_offload_mode 1: IPoIB checksums and LSO
+    // (datapath/ipoib_offload.h); WQEs carry an Ethernet segment.
+    uint8_t offload_mode = 0;
+    bool ipoib_offload = false;
     uint8_t counter_set = 0;   // the Q counter set it counts into (0: none)
     // Engine state.
     uint16_t sq_ci = 0;      // WQEBBs consumed
@@ -231,6 +235,18 @@ class QpTable {
     bool gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len, uint8_t *out,
                 uint8_t &synd);
     bool send_ud(Qp &qp, const SqWqe &w);
+    // IPoIB offloads (ulp_stateless_offload_mode): the Ethernet segment.
+    struct EthOffload {
+        uint8_t cs_flags = 0;
+        uint16_t mss = 0;
+        std::span<const uint8_t> hdr;  // the inline header, in the WQE
+    };
+    static constexpr uint64_t kMaxLsoBytes = 256 * 1024;  // like max_lso_cap 18
+    static constexpr uint32_t kMaxLsoSegments = 4096;     // the model's bound on one WQE's packets
+    size_t parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo);
+    void ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &s);
+    bool send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<const uint8_t> ext, const EthOffload &eo,
+                  uint32_t mtu);
     void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
     void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
     // umr.cpp: a UMR WQE (REG_UMR QP, or REG_MR / LOCAL_INV on RC/UC/XRC).
