@@ -42,12 +42,7 @@ check "ib0's carrier came up (carrier_up_count $(cat /sys/class/net/ib0/carrier_
     test "$(cat /sys/class/net/ib0/carrier_up_count)" -ge 1
 check_grep "ib0 is in datagram mode" datagram /sys/class/net/ib0/mode
 check "ib0 MTU 2044 (broadcast group MTU 2048)" test "$(cat /sys/class/net/ib0/mtu)" = 2044
-# The device reports ipoib_basic_offloads: mlx5_ib gives ib_ipoib
-# IB_DEVICE_UD_IP_CSUM and IBK_UD_TSO, and ib_ipoib turns the features on.
-ethtool -k ib0 > /tmp/features.txt 2>&1
-for f in "tcp-segmentation-offload: on" "tx-checksum-ipv4: on" "rx-checksumming: on"; do
-    check_grep "ib0 offload $f" "^[[:space:]]*$f" /tmp/features.txt
-done
+ipoib_offloads_on
 barrier ib0-up 120
 
 for dir in 0 1; do
@@ -68,45 +63,8 @@ for dir in 0 1; do
 done
 
 # 16 MiB of random bytes over TCP (large sends cut by the HCA, checksums
-# computed by it and checked by it on receipt): the receiver's SHA-256
-# must be the sender's.
-tcp_sink='import hashlib, socket, sys
-s = socket.create_server((sys.argv[1], 5301))
-c, _ = s.accept()
-h, n = hashlib.sha256(), 0
-while b := c.recv(1 << 16):
-    h.update(b)
-    n += len(b)
-print(n, h.hexdigest())'
-if [ "$me" = 1 ]; then
-    timeout 120 python3 -c "$tcp_sink" "$myip" > /tmp/sink.txt 2>&1 &
-    sink=$!
-    sleep 0.5
-    barrier sink-up 60
-    wait $sink
-    share sink "$(cat /tmp/sink.txt)"
-else
-    head -c 16M /dev/urandom > /tmp/blob
-    barrier sink-up 60
-    tx0=$(cat /sys/class/net/ib0/statistics/tx_packets) txb0=$(cat /sys/class/net/ib0/statistics/tx_bytes)
-    check "16 MiB sent over TCP on ib0" timeout 120 python3 -c 'import socket, sys
-s = socket.create_connection((sys.argv[1], 5301))
-s.sendall(open("/tmp/blob", "rb").read())
-s.close()' "$peerip"
-    pkts=$(($(cat /sys/class/net/ib0/statistics/tx_packets) - tx0))
-    bytes=$(($(cat /sys/class/net/ib0/statistics/tx_bytes) - txb0))
-    # ib_ipoib counts completed work requests (ipoib_ib_handle_tx_wc()):
-    # one LSO work request per large TCP segment, so the average is well
-    # over the MTU when LSO is in use (and at most the MTU without).
-    echo "# ib0 sent $bytes bytes in $pkts work requests ($((bytes / (pkts + 1))) bytes each)"
-    check "large sends: ib0's work requests average more than the 2044-byte MTU" test $((bytes / (pkts + 1))) -gt 2044
-fi
-barrier sink-done 150
-if [ "$me" = 0 ]; then
-    want="16777216 $(sha256sum < /tmp/blob | cut -d' ' -f1)"
-    got=$(shared 1 sink)
-    check "the receiver got the 16 MiB intact (sha256 $got)" test "$got" = "$want"
-fi
+# computed by it and checked by it on receipt), hashed on both sides.
+ipoib_tcp_check tcp-16m 16
 
 # iperf3: node 1 serves; node 0 measures both directions on ib0, then in
 # connected mode, and on the management network (virtio-net), one after

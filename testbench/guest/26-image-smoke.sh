@@ -3,7 +3,7 @@
 # mlx5_core, mlx5_ib and ib_ipoib, its own rdma-core (libmlx5, the
 # pingpongs, perftest, pyverbs). ./hcasim test runs this on every image
 # (build.IMAGES); the full set of guest tests runs on the default one.
-# Probe, an Active port, IPoIB, RC/UD/SRQ pingpongs with data checks, an
+# Probe, an Active port, IPoIB (its offloads, a hashed TCP transfer), RC/UD/SRQ pingpongs with data checks, an
 # RDMA WRITE bandwidth run and a representative part of the image's own
 # rdma-core test suite against that image's expected outcomes.
 # test_cq.test_resize_cq shrinks a CQ below its unpolled CQEs on purpose
@@ -32,6 +32,10 @@ barrier active 180
 ipoib_up
 check "ib0 carrier" retry 60 ipoib_carrier
 ping_settled "IPoIB ping of $peerip" 10 0.2 "$peerip"
+# The image's ib_ipoib on the device's IPoIB offloads: features on, a TCP
+# transfer cut into large sends arrives intact.
+ipoib_offloads_on
+ipoib_tcp_check tcp-4m 4
 for pp in rc ud srq; do
     client_server "$pp" 300 "ibv_${pp}_pingpong" -d mlx5_0 -c -n 500
     rc=$?

@@ -209,6 +209,64 @@ ipoib_up() {
     ip link set ib0 up
 }
 
+# ipoib_tcp_check NAME MIB: (two-VM IPoIB tests, ib0 up on both) node 0
+# sends MIB MiB of random bytes over TCP on ib0 to node 1, which hashes
+# what it receives: the SHA-256 must be the sender's (the device's large
+# sends and checksums carry the data intact), and node 0's ib0 work
+# requests must average more than its MTU (ib_ipoib counts completed work
+# requests, one per LSO; at most the MTU without LSO). Two checks on node
+# 0; both nodes call it.
+ipoib_tcp_check() {
+    local name=$1 mib=$2
+    local sink='import hashlib, socket, sys
+s = socket.create_server((sys.argv[1], 5301))
+c, _ = s.accept()
+h, n = hashlib.sha256(), 0
+while b := c.recv(1 << 16):
+    h.update(b)
+    n += len(b)
+print(n, h.hexdigest())'
+    if [ "$HCASIM_NODE" = 1 ]; then
+        timeout 120 python3 -c "$sink" 192.168.77.2 > "/tmp/$name.txt" 2>&1 &
+        local pid=$!
+        sleep 0.5
+        barrier "$name" 60
+        wait $pid
+        share "$name" "$(cat "/tmp/$name.txt")"
+    else
+        head -c "${mib}M" /dev/urandom > "/tmp/$name.bin"
+        barrier "$name" 60
+        local st=/sys/class/net/ib0/statistics mtu
+        mtu=$(cat /sys/class/net/ib0/mtu)
+        local p0 b0
+        p0=$(cat $st/tx_packets) b0=$(cat $st/tx_bytes)
+        timeout 120 python3 -c 'import socket, sys
+s = socket.create_connection((sys.argv[1], 5301))
+s.sendall(open(sys.argv[2], "rb").read())
+s.close()' 192.168.77.2 "/tmp/$name.bin"
+        local pkts=$(($(cat $st/tx_packets) - p0)) bytes=$(($(cat $st/tx_bytes) - b0))
+        echo "# $name: ib0 sent $bytes bytes in $pkts work requests ($((bytes / (pkts + 1))) bytes each, MTU $mtu)"
+        check "$name: large sends, ib0's work requests average more than its MTU" test $((bytes / (pkts + 1))) -gt "$mtu"
+    fi
+    barrier "$name-done" 150
+    if [ "$HCASIM_NODE" = 0 ]; then
+        local want got
+        want="$((mib * 1048576)) $(sha256sum < "/tmp/$name.bin" | cut -d' ' -f1)"
+        got=$(shared 1 "$name")
+        check "$name: the receiver got the $mib MiB intact (sha256 $got)" test "$got" = "$want"
+    fi
+}
+
+# ipoib_offloads_on: ib_ipoib turned on the features the device's
+# ipoib_basic_offloads gives it (IB_DEVICE_UD_IP_CSUM, IBK_UD_TSO).
+ipoib_offloads_on() {
+    local f
+    ethtool -k ib0 > /tmp/features.txt 2>&1
+    for f in "tcp-segmentation-offload: on" "tx-checksum-ipv4: on" "rx-checksumming: on"; do
+        check_grep "ib0 offload $f" "^[[:space:]]*$f" /tmp/features.txt
+    done
+}
+
 # ipoib_pair_start [MODULE...]: how the two-VM fault tests begin: the
 # drivers (and MODULEs), an Active port on both nodes, ib0 up with its
 # address, its carrier and a ping of the peer (four checks). Sets me, peer,
