@@ -27,6 +27,36 @@ def node_guid(i):
     return NODE_GUID_BASE + i
 
 
+# The nice value of a QEMU's vCPU threads. A guest that busy-polls (perftest,
+# the pingpongs, NAPI under load) keeps its vCPU thread running all the
+# time; at the same nice value as the main loop, the main loop (the device,
+# its link to the fabric, virtio-net) waits for the scheduler's slice
+# (milliseconds) whenever a packet arrives. Each QEMU runs in a session of
+# its own (start_new_session, so its own autogroup): this only orders the
+# QEMU's own threads. HCASIM_VCPU_NICE overrides it (0: as before).
+VCPU_NICE = int(os.environ.get("HCASIM_VCPU_NICE", "5"))
+
+
+def renice_vcpus(p, seconds=20.0):
+    """Gives P's vCPU threads ("CPU <n>/TCG", "CPU <n>/KVM") VCPU_NICE once
+    they exist (QEMU creates them at start)."""
+    if VCPU_NICE == 0:
+        return
+    deadline = time.monotonic() + seconds
+    done = set()
+    while p.poll() is None and time.monotonic() < deadline:
+        for tid, (name, _) in postmortem.thread_ticks(p.pid).items():
+            if name.startswith("CPU ") and tid not in done:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, int(tid), VCPU_NICE)
+                    done.add(tid)
+                except OSError:
+                    pass
+        if done:
+            return
+        time.sleep(0.1)
+
+
 @dataclass
 class VmOptions:
     nodes: int = 1
@@ -303,6 +333,7 @@ class Cluster:
             p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  start_new_session=True)
         self.vms.append(p)
+        threading.Thread(target=renice_vcpus, args=(p,), daemon=True).start()
         return p
 
     # A guest powers itself off once its script has written its exit code:
