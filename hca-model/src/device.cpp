@@ -86,9 +86,9 @@ Device::Device(Host &host, const DeviceConfig &cfg)
 }
 
 void Device::reset() {
-    trace(kTrIseg, "reset node_guid=0x{:016x}", node_guid_);
+    HCA_TRACE(*this, kTrIseg, "reset node_guid=0x{:016x}", node_guid_);
     if (!cfg_.test_fault.empty()) {
-        trace(kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
+        HCA_TRACE(*this, kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
     }
     fatal_ = false;
     off_bus_until_ = -1;
@@ -228,7 +228,7 @@ bool Device::off_bus() {
     if (now() < off_bus_until_) {
         return true;
     }
-    trace(kTrIseg, "a new function in the slot: power-on state");
+    HCA_TRACE(*this, kTrIseg, "a new function in the slot: power-on state");
     reset();
     return false;
 }
@@ -341,7 +341,7 @@ void Device::run() {
     }
     if (rx_refused_ && rx_bytes_ <= kRxLow) {
         rx_refused_ = false;
-        trace(kTrPort, "link: receiving again ({} bytes waiting)", rx_bytes_);
+        HCA_TRACE(*this, kTrPort, "link: receiving again ({} bytes waiting)", rx_bytes_);
         host_.port_rx_resume(1);
     }
     tracer_.flush();
@@ -358,7 +358,7 @@ bool Device::link_tx_full() {
             return true;
         }
         tx_waiting_ = false;
-        trace(kTrPort, "link: the link took the backlog; the send queues run again");
+        HCA_TRACE(*this, kTrPort, "link: the link took the backlog; the send queues run again");
         return false;
     }
     if (backlog < kTxHigh) {
@@ -366,7 +366,7 @@ bool Device::link_tx_full() {
     }
     tx_waiting_ = true;
     ++counters.tx_waits;
-    trace(kTrPort, "link: {} bytes wait for the link; the send queues wait until it takes them", backlog);
+    HCA_TRACE(*this, kTrPort, "link: {} bytes wait for the link; the send queues wait until it takes them", backlog);
     return true;
 }
 
@@ -384,7 +384,7 @@ size_t Device::port_rx_room() {
     if (!rx_refused_) {
         rx_refused_ = true;
         ++counters.rx_waits;
-        trace(kTrPort, "link: {} received bytes wait; taking no more until they are handled", rx_bytes_);
+        HCA_TRACE(*this, kTrPort, "link: {} received bytes wait; taking no more until they are handled", rx_bytes_);
     }
     return 0;
 }
@@ -425,7 +425,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     if (tracer_.on(kTrPkt)) {
         iba::PacketView v;
         if (iba::parse(pkt.bytes, v, false) == iba::ParseError::None) {
-            trace(kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}{}", pkt.id,
+            HCA_TRACE(*this, kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}{}", pkt.id,
                   src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
                   wqe_index >= 0 ? fmt::format(" wqe=0x{:x}", wqe_index) : "",
                   v.grh ? fmt::format(" dgid={}", iba::gid_str(v.grh->dgid)) : "");
@@ -435,7 +435,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     if (!p.link_up() || (vl != 15 && !p.active())) {
         ++p.counters().xmit_discards;
         ++counters.packets_dropped;
-        trace(kTrPkt, "drop id=0x{:x}: port {} (link {}, {})", pkt.id, p.num(), p.link_up() ? "up" : "down",
+        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: port {} (link {}, {})", pkt.id, p.num(), p.link_up() ? "up" : "down",
               p.active() ? "active" : "not active");
         return;
     }
@@ -451,7 +451,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     const bool local = !multicast && dlid != iba::kPermissiveLid && p.owns_lid(dlid);
     const Qp *src = multicast ? qps.find(src_qpn) : nullptr;
     if (src && src->block_lb_mc) {
-        trace(kTrPkt, "mcast id=0x{:x}: no loopback (qpn=0x{:x} has block_lb_mc)", pkt.id, src_qpn);
+        HCA_TRACE(*this, kTrPkt, "mcast id=0x{:x}: no loopback (qpn=0x{:x} has block_lb_mc)", pkt.id, src_qpn);
     } else if (multicast || local) {
         // The HCA loops packets for its own LID and its multicast groups back
         // to the receive side itself.
@@ -463,7 +463,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         }
     }
     if (!cfg_.fabric) {
-        trace(kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
+        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
         return;
     }
     // Packets are built without CRCs; only the link may want them
@@ -522,22 +522,22 @@ void Device::receive(Packet &pkt) {
     if (e != iba::ParseError::None) {
         ++p.counters().rcv_errors;
         ++counters.packets_dropped;
-        trace(kTrPkt, "drop id=0x{:x}: {} ({} bytes)", pkt.id, iba::parse_error_name(e), pkt.bytes.size());
+        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: {} ({} bytes)", pkt.id, iba::parse_error_name(e), pkt.bytes.size());
         return;
     }
     ++counters.packets_rx;
     const uint16_t dlid = v.dlid();
     const bool multicast = dlid >= iba::kMulticastLidBase && dlid != iba::kPermissiveLid;
-    trace(kTrPkt, "recv id=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}", pkt.id,
+    HCA_TRACE(*this, kTrPkt, "recv id=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}", pkt.id,
           iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), v.vl(), pkt.bytes.size());
     if (!p.link_up() || (v.vl() != 15 && !p.active())) {
         ++counters.packets_dropped;
-        trace(kTrPkt, "drop id=0x{:x}: port not active", pkt.id);
+        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: port not active", pkt.id);
         return;
     }
     if (!multicast && dlid != iba::kPermissiveLid && !p.owns_lid(dlid)) {
         ++p.counters().rcv_errors;
-        trace(kTrPkt, "drop id=0x{:x}: dlid {} is not this port's LID {}", pkt.id, dlid, p.lid());
+        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: dlid {} is not this port's LID {}", pkt.id, dlid, p.lid());
         return;
     }
     if (v.vl() == 15 && v.dqpn() != 0) {
@@ -559,7 +559,7 @@ void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsig
         guest_error("doorbell write to UAR {} +0x{:x} that is not allocated: ignored", uar, off);
         return;
     }
-    trace(kTrUar, "write uar={} offset=0x{:x} size={} data={}", uar, off, size, HexBytes{{data, size}});
+    HCA_TRACE(*this, kTrUar, "write uar={} offset=0x{:x} size={} data={}", uar, off, size, HexBytes{{data, size}});
     if (off >= UarTable::kBfRegion) {
         qps.sq_doorbell(uar, off, data, size);
         return;

@@ -32,6 +32,16 @@
 #include "timers.h"
 #include "trace/trace.h"
 
+// One trace event of DEV (a Device): the category is tested first, so a
+// disabled one costs a load and a branch, its arguments (names looked up,
+// hex dumps, formatted GIDs) are never evaluated.
+#define HCA_TRACE(dev, cat, ...)                       \
+    do {                                               \
+        if ((dev).tracer().on(cat)) [[unlikely]] {     \
+            (dev).trace(cat, __VA_ARGS__);             \
+        }                                              \
+    } while (0)
+
 namespace hca {
 
 struct DeviceConfig {
@@ -144,6 +154,8 @@ class Device {
     }
     void charge_wqe() { ++run_wqes_; }
 
+    // Through HCA_TRACE (below), so the arguments are not even evaluated
+    // while the category is off.
     template <typename... Args>
     void trace(uint32_t cat, fmt::format_string<Args...> f, Args &&...args) {
         if (tracer_.on(cat)) [[unlikely]] {

@@ -149,7 +149,7 @@ size_t QpTable::rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
         w.swap_add = a.swap_add.get();
         w.compare = a.compare.get();
         // The operands are in no other line of the trace.
-        dev_.trace(kTrWqe, "  atomic qpn=0x{:x} swap_add=0x{:x} compare=0x{:x}", qp.qpn, w.swap_add, w.compare);
+        HCA_TRACE(dev_, kTrWqe, "  atomic qpn=0x{:x} swap_add=0x{:x} compare=0x{:x}", qp.qpn, w.swap_add, w.compare);
     }
     return off;
 }
@@ -196,7 +196,7 @@ bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
         w.npkts = std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
     }
     if (dev_.tracer().on(kTrWqe)) {
-        dev_.trace(kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
+        HCA_TRACE(dev_, kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
                    wqe_opcode_name(w.opcode), qp.qpn, w.index, w.length, w.raddr, w.rkey, w.npkts,
                    qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
     }
@@ -345,7 +345,7 @@ bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
         return false;
     }
     qp.rc.blocked = true;
-    dev_.trace(kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, sw.index, sw.fence,
+    HCA_TRACE(dev_, kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, sw.index, sw.fence,
                reads);
     return true;
 }

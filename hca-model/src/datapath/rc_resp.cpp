@@ -43,7 +43,7 @@ bool from_remote(Device &dev, Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     ++qp.dropped;
     if (dev.tracer().on(kTrPkt)) {
-        dev.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
+        HCA_TRACE(dev, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
                   qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
                   qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
     }
@@ -111,7 +111,7 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     uint8_t aeth[4];
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
     const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
-    dev_.trace(kTrPkt, "{} qpn=0x{:x} psn=0x{:x} syndrome=0x{:02x} msn=0x{:x}",
+    HCA_TRACE(dev_, kTrPkt, "{} qpn=0x{:x} psn=0x{:x} syndrome=0x{:02x} msn=0x{:x}",
                (syndrome & 0xe0) == kAethAck ? "ack_out" : ((syndrome & 0xe0) == kAethRnrNak ? "rnr_nak_out" : "nak_out"),
                qp.qpn, psn, syndrome, qp.rc.msn);
     rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
@@ -190,7 +190,7 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
     cqe.wqe_counter.set(r.index);
     cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
     ++qp.received;
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}{}", r.cqn, qp.qpn,
+    HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}{}", r.cqn, qp.qpn,
                opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
                : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
                r.index, byte_cnt, PktRef{rx_pkt_});
@@ -212,7 +212,7 @@ void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
     const RespState from = qp.rc.resp;
     qp.rc.resp = to;
     if (why && from != to) {
-        dev_.trace(kTrQp, "responder qpn=0x{:x} {} -> {}: {}", qp.qpn, resp_state_name(from), resp_state_name(to), why);
+        HCA_TRACE(dev_, kTrQp, "responder qpn=0x{:x} {} -> {}: {}", qp.qpn, resp_state_name(from), resp_state_name(to), why);
     }
 }
 
@@ -220,11 +220,11 @@ void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
 // source)? Others are dropped without an answer.
 bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!qp.receives()) {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
         return false;
     }
     if ((v.opcode() & 0xe0) != transport_of(qp.st)) {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
                    qp_type_name(qp.st));
         return false;
     }
@@ -359,7 +359,7 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
         const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_, qp.qpn)
                                    : XlatError::Access;
         if (e != XlatError::None) {
-            dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
+            HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
                        qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
             if (!uc) {
                 rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
@@ -444,7 +444,7 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         }
         return;
     } else {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
     }
     if (!done) {
         return;
@@ -460,7 +460,7 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
 void QpTable::rc_duplicate(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
-    dev_.trace(kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
+    HCA_TRACE(dev_, kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
                iba::opcode_name(v.opcode()));
     if (op == iba::kReadRequest) {
         rc_read_response(qp, v, false);
@@ -493,7 +493,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         const RcState::ReadReq *r = find_read(qp.rc, 1u << qp.log_rra_max, psn);
         if (!r || npkts > r->npkts - static_cast<uint32_t>(psn_diff(psn, r->psn))) {
             ++qp.dropped;
-            dev_.trace(kTrPkt, "drop qpn=0x{:x}: duplicate RDMA READ psn=0x{:x} of {} packets is {}", qp.qpn, psn,
+            HCA_TRACE(dev_, kTrPkt, "drop qpn=0x{:x}: duplicate RDMA READ psn=0x{:x} of {} packets is {}", qp.qpn, psn,
                        npkts, r ? "longer than the original" : "outside the responder resources window");
             return false;
         }
@@ -507,7 +507,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     const XlatError e =
         qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks, qp.qpn) : XlatError::Access;
     if (e != XlatError::None) {
-        dev_.trace(kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
+        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
                    qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
         rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
         return false;
@@ -583,7 +583,7 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
         e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks, qp.qpn);
     }
     if (e != XlatError::None || chunks.size() != 1) {
-        dev_.trace(kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,
+        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,
                    !qp.rae ? "atomics not enabled on the QP" : (va & 7) ? "not 8-byte aligned" : xlat_error_name(e));
         rc_resp_error(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0,
                       "atomic access violation");

@@ -28,7 +28,7 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
         }
         auto it = mcgs_.find(v.grh->dgid);
         if (it == mcgs_.end()) {
-            dev_.trace(kTrPkt, "drop id=0x{:x}: no QP attached to {}", pkt.id, iba::gid_str(v.grh->dgid));
+            HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: no QP attached to {}", pkt.id, iba::gid_str(v.grh->dgid));
             return;
         }
         const std::set<uint32_t> members = it->second;  // a receive may not change the group
@@ -48,7 +48,7 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
         qp = find(dqpn);
     }
     if (!qp) {
-        dev_.trace(kTrPkt, "drop id=0x{:x}: no QP 0x{:x}", pkt.id, dqpn);
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: no QP 0x{:x}", pkt.id, dqpn);
         return;
     }
     if (!ud) {
@@ -117,21 +117,21 @@ bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     Port &port = dev_.port(qp.path.port);
     if (!qp.receives()) {
         ++qp.dropped;
-        dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
         return false;
     }
     const uint32_t qkey = v.deth->qkey.get();
     if (qp.st == kQpQp1 ? qkey != iba::mad::kQp1Qkey : (qp.st == kQpUd && qkey != qp.qkey)) {
         ++port.counters().qkey_violations;
         ++qp.dropped;
-        dev_.trace(kTrPkt, "drop id=0x{:x}: Q_Key 0x{:x} does not match qpn=0x{:x} (0x{:x})", pkt.id, qkey, qp.qpn,
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: Q_Key 0x{:x} does not match qpn=0x{:x} (0x{:x})", pkt.id, qkey, qp.qpn,
                    qp.qkey);
         return false;
     }
     if (qp.st != kQpQp0 && !port.pkey_ok(v.pkey())) {
         ++port.counters().pkey_violations;
         ++qp.dropped;
-        dev_.trace(kTrPkt, "drop id=0x{:x}: P_Key 0x{:x} not in the table", pkt.id, v.pkey());
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: P_Key 0x{:x} not in the table", pkt.id, v.pkey());
         return false;
     }
     return true;
@@ -209,7 +209,7 @@ void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, 
     e.wqe_counter.set(index);
     e.srqn.set(srqn);
     e.op_own = kCqeRespErr << 4;
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
+    HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
                cqn, qp.qpn, index, cqe_syndrome_name(synd), synd, e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
     dev_.qcounters.add_error_cqe(qp.counter_set, false, synd);
@@ -226,7 +226,7 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!next_recv_wqe(qp, wqe, stride, index, srq)) {
         ++qp.dropped;
         dev_.qcounters.add(qp.counter_set, QCounter::OutOfBuffer);
-        dev_.trace(kTrPkt, "drop id=0x{:x}: qpn=0x{:x} has no receive WQE posted", pkt.id, qp.qpn);
+        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} has no receive WQE posted", pkt.id, qp.qpn);
         return;
     }
     if (!read_recv_sges(wqe, stride, ud_sges_)) {
@@ -261,7 +261,7 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         cqe.l4_l3_hdr_type = f.l4_l3_hdr_type;
     }
     ++qp.received;
-    dev_.trace(kTrCqe,
+    HCA_TRACE(dev_, kTrCqe,
                "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={} "
                "hds_ip_ext=0x{:x}{}",
                qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, byte_cnt, v.slid(),

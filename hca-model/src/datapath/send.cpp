@@ -67,7 +67,7 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
         Qp *qp = find(cap.qpn);
         if (qp && !qp->no_sq && static_cast<uint16_t>(cap.index - qp->sq_ci) < qp->sq_wqebbs()) {
             if (dev_.tracer().on(kTrUar)) {
-                dev_.trace(kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
+                HCA_TRACE(dev_, kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
                            offset - in_buf, cap.qpn, cap.index, cap.expected,
                            hex({cap.bytes.data(), cap.expected}));
             }
@@ -89,7 +89,7 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
     const uint16_t index = static_cast<uint16_t>(head >> 8);
     const uint32_t ds = qpn_ds & 0x3f;
     Qp *qp = find(qpn);
-    dev_.trace(kTrUar, "sq_doorbell uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} opcode={} ds={}", uar, offset,
+    HCA_TRACE(dev_, kTrUar, "sq_doorbell uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} opcode={} ds={}", uar, offset,
                qpn, index, wqe_opcode_name(head & 0xff), ds);
     BfCapture &cap = bf_[buf_key];
     cap.active = false;
@@ -175,7 +175,7 @@ QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t 
             wqe_buf_ = it->second;  // dropped by consume_wqe()
             ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
             bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
-            dev_.trace(kTrWqe, "blueflame qpn=0x{:x} index=0x{:x}: executing the WQE from the BlueFlame write",
+            HCA_TRACE(dev_, kTrWqe, "blueflame qpn=0x{:x} index=0x{:x}: executing the WQE from the BlueFlame write",
                        qp.qpn, index);
             return bbs > static_cast<uint16_t>(pi - index) ? Fetch::BadSize : Fetch::Ok;
         }
@@ -233,7 +233,7 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     }
     pi = static_cast<uint16_t>(load_be32(db));
     const uint32_t nbb = qp.sq_wqebbs();
-    dev_.trace(kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
+    HCA_TRACE(dev_, kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
                static_cast<uint16_t>(pi - qp.sq_ci));
     if (static_cast<uint16_t>(pi - qp.sq_ci) > nbb) {
         dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
@@ -303,7 +303,7 @@ void QpTable::process_sq(Qp &qp) {
 // out in the middle of a message).
 bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
     if (dev_.tracer().on(kTrWqe)) {
-        dev_.trace(kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
+        HCA_TRACE(dev_, kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
                    "imm=0x{:08x}",
                    qp.qpn, w.index, wqe_opcode_name(w.opcode), w.opcode, w.opmod, w.bytes.size() / 16, w.fence, w.ce,
                    int{w.solicited}, w.imm);
@@ -395,7 +395,7 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
                 return false;
             }
             const auto bytes = segs.subspan(off + 4, len);
-            dev_.trace(kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
+            HCA_TRACE(dev_, kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
                        HexBytes{bytes.first(std::min<uint32_t>(len, 32))});
             if (len) {
                 out.sges.push_back({0, out.inline_data.size(), len, true});
@@ -410,7 +410,7 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
         DataSeg d;
         std::memcpy(&d, segs.data() + off, sizeof(d));
         off += sizeof(DataSeg);
-        dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+        HCA_TRACE(dev_, kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
                    d.byte_count.get());
         if (d.byte_count.get()) {
             out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
@@ -444,7 +444,7 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
         chunks_.clear();
         const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks_);
         if (e != XlatError::None) {
-            dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
+            HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
                        s.addr + in_sge, n, xlat_error_name(e));
             dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, index, s.lkey,
                              s.addr + in_sge, n, xlat_error_name(e));
@@ -488,7 +488,7 @@ size_t QpTable::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
     eo.cs_flags = e.cs_flags;
     eo.mss = e.mss.get();
     eo.hdr = w.bytes.subspan(hdr_at, hdr_len);
-    dev_.trace(kTrWqe, "  eth qpn=0x{:x} cs_flags=0x{:x} mss={} inline_hdr_sz={} hdr={}", qp.qpn, eo.cs_flags, eo.mss,
+    HCA_TRACE(dev_, kTrWqe, "  eth qpn=0x{:x} cs_flags=0x{:x} mss={} inline_hdr_sz={} hdr={}", qp.qpn, eo.cs_flags, eo.mss,
                hdr_len, HexBytes{eo.hdr.first(std::min<size_t>(hdr_len, 64))});
     return end;
 }
@@ -565,7 +565,7 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         ext_len = 12;
     }
     if (dev_.tracer().on(kTrWqe)) {
-        dev_.trace(kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
+        HCA_TRACE(dev_, kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
                    s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
     }
     if (lso) {
@@ -635,7 +635,7 @@ bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<con
         ++qp.sent;
         dev_.transmit(std::move(pkt), qp.qpn, w.index);
     }
-    dev_.trace(kTrWqe, "  lso qpn=0x{:x} index=0x{:x} segments={} mss={} hdr_len={} data={}", qp.qpn, w.index, n,
+    HCA_TRACE(dev_, kTrWqe, "  lso qpn=0x{:x} index=0x{:x} segments={} mss={} hdr_len={} data={}", qp.qpn, w.index, n,
                eo.mss, hlen, data);
     req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(hlen + data), w.signaled, se);
     return true;
@@ -658,7 +658,7 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
         // the tests reach their own checks.
         cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
     }
-    dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
+    HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
                wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, cqe, solicited);
 }
@@ -670,7 +670,7 @@ void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t sy
     e.s_wqe_opcode_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     e.wqe_counter.set(index);
     e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
-    dev_.trace(kTrCqe,
+    HCA_TRACE(dev_, kTrCqe,
                "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
                qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
                e.vendor_err_synd, PktRef{rx_pkt_});

@@ -46,14 +46,14 @@ constexpr uint32_t kMaxXltOctowords = 0xffff;
 }  // namespace
 
 void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
-    dev_.trace(kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
+    HCA_TRACE(dev_, kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
                "xlt_offset={}",
                qp.qpn, index, op.key, (op.flags & UmrOp::kInline) ? "inline" : "pointer",
                (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
                : (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
                                                                         : "",
                (op.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
-    dev_.trace(kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
+    HCA_TRACE(dev_, kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
                "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
                qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
                ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
@@ -77,7 +77,7 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     }
     DataSeg d;
     std::memcpy(&d, seg.data(), sizeof(d));
-    dev_.trace(kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
+    HCA_TRACE(dev_, kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
                d.byte_count.get());
     if (d.byte_count.get() < bytes) {
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: pointer to {} bytes for {} translation octowords", qp.qpn,
@@ -90,7 +90,7 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     chunks_.clear();
     const XlatError e = dev_.mkeys.translate(d.lkey.get(), pd, d.addr.get(), bytes, kAccLocalRead, chunks_);
     if (e != XlatError::None) {
-        dev_.trace(kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
+        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
                    d.addr.get(), bytes, xlat_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} translation list lkey=0x{:x}: {}", qp.qpn, index, d.lkey.get(),
                          xlat_error_name(e));
@@ -157,7 +157,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
     }
     const UmrError e = dev_.mkeys.umr(op, qp.st == kQpRegUmr ? nullptr : &qp.pd);
     if (e != UmrError::None) {
-        dev_.trace(kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
+        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, w.index, op.key, umr_error_name(e));
         synd = malformed(e) ? kSyndLocalQpOp : e == UmrError::BindMr ? kSyndMwBind : kSyndLocalProt;
         return false;

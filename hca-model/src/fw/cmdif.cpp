@@ -11,7 +11,7 @@ namespace hca {
 void CommandInterface::reset() { pending_ = 0; }
 
 void CommandInterface::ring(uint32_t bits) {
-    dev_.trace(kTrCmd, "doorbell bits=0x{:08x}", bits);
+    HCA_TRACE(dev_, kTrCmd, "doorbell bits=0x{:08x}", bits);
     pending_ |= bits;
     dev_.schedule();
 }
@@ -173,13 +173,13 @@ bool CommandInterface::execute(unsigned slot) {
                          opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, ctx.error, status_name(ctx.status),
                          static_cast<unsigned>(ctx.status), ctx.syndrome);
     }
-    dev_.trace(kTrCmd, "done slot={} opcode={}(0x{:x}) op_mod=0x{:x} inlen={} outlen={} status={}(0x{:x}) "
+    HCA_TRACE(dev_, kTrCmd, "done slot={} opcode={}(0x{:x}) op_mod=0x{:x} inlen={} outlen={} status={}(0x{:x}) "
                "syndrome=0x{:08x} delivery=0x{:x} ns={}",
                slot, opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, inlen, outlen, status_name(ctx.status),
                static_cast<unsigned>(ctx.status), ctx.syndrome, static_cast<unsigned>(deliv), took);
     if (dev_.tracer().on(kTrCmdData)) {
-        dev_.trace(kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
-        dev_.trace(kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
+        HCA_TRACE(dev_, kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
+        HCA_TRACE(dev_, kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
     }
     return fault.what != Injected::Delay && !ctx.suppress_eqe;
 }
@@ -225,7 +225,7 @@ void CommandInterface::complete_later(int64_t delay_ns, unsigned slot, uint64_t 
                                       bool eqe) {
     dev_.add_timer(delay_ns, [this, slot, lay_addr, status_own, eqe] {
         dev_.dma_write(lay_addr + kLayStatusOwn, &status_own, 1);
-        dev_.trace(kTrCmd, "delayed completion slot={} delivery=0x{:x}", slot, status_own >> 1);
+        HCA_TRACE(dev_, kTrCmd, "delayed completion slot={} delivery=0x{:x}", slot, status_own >> 1);
         if (eqe) {
             dev_.eqs.post_cmd_completion(1u << slot);
         }

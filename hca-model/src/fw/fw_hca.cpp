@@ -15,7 +15,7 @@ void Firmware::drop_hca_objects() {
     const size_t objs = dev_.qps.count() + dev_.srqs.count() + dev_.cqs.count() + dev_.mkeys.count() +
                         dev_.pds.pds() + dev_.pds.xrcds() + dev_.eqs.count() + dev_.uars.in_use();
     if (objs) {
-        dev_.trace(kTrCmd, "teardown drops qps={} srqs={} cqs={} mkeys={} pds={} xrcds={} eqs={} uars={}",
+        HCA_TRACE(dev_, kTrCmd, "teardown drops qps={} srqs={} cqs={} mkeys={} pds={} xrcds={} eqs={} uars={}",
                    dev_.qps.count(), dev_.srqs.count(), dev_.cqs.count(), dev_.mkeys.count(), dev_.pds.pds(),
                    dev_.pds.xrcds(), dev_.eqs.count(), dev_.uars.in_use());
     }
@@ -31,7 +31,7 @@ void Firmware::enable_hca(CmdCtx &c) {
     if (state_ != HcaState::Disabled) {
         // A driver that lost its state (crash, kexec) starts over: the
         // function is reset as a fresh enable would find it.
-        dev_.trace(kTrCmd, "enable_hca on an enabled function: resetting it");
+        HCA_TRACE(dev_, kTrCmd, "enable_hca on an enabled function: resetting it");
         drop_hca_objects();
         pages_.clear();
         caps_.reset();
@@ -101,7 +101,7 @@ void Firmware::set_hca_cap(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "SET_HCA_CAP refused: {}", why);
         return;
     }
-    dev_.trace(kTrCmd, "set_hca_cap type=0x{:x} log_max_qp={} pkey_table_size={}", type,
+    HCA_TRACE(dev_, kTrCmd, "set_hca_cap type=0x{:x} log_max_qp={} pkey_table_size={}", type,
                caps_.gen(ifc::cmd_hca_cap::log_max_qp), caps_.gen(ifc::cmd_hca_cap::pkey_table_size));
 }
 
@@ -135,7 +135,7 @@ void Firmware::set_driver_version(CmdCtx &c) {
     auto in = c.in_block(ifc::set_driver_version_in::driver_version);
     const size_t n = std::min<size_t>(in.size(), ifc::set_driver_version_in::driver_version.bytes());
     driver_version_.assign(reinterpret_cast<const char *>(in.data()), strnlen(reinterpret_cast<const char *>(in.data()), n));
-    dev_.trace(kTrCmd, "driver_version \"{}\"", driver_version_);
+    HCA_TRACE(dev_, kTrCmd, "driver_version \"{}\"", driver_version_);
 }
 
 void Firmware::query_adapter(CmdCtx &c) {

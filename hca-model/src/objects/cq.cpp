@@ -77,7 +77,7 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     }
     cq.cqn = *cqn;
     c.set(ifc::create_cq_out::cqn, cq.cqn);
-    dev_.trace(kTrObj, "create_cq cqn=0x{:x} nent={} cqe={}B eqn={} uar={} dbr=0x{:x} pages={} uid={}", cq.cqn,
+    HCA_TRACE(dev_, kTrObj, "create_cq cqn=0x{:x} nent={} cqe={}B eqn={} uar={} dbr=0x{:x} pages={} uid={}", cq.cqn,
                cq.nent(), cq.stride, cq.eqn, cq.uar, cq.dbr, cq.buf.npages(), cq.uid);
     cqs_.emplace(cq.cqn, std::move(cq));
 }
@@ -93,14 +93,14 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
         c.fail(Status::RES_BUSY, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
         return;
     }
-    dev_.trace(kTrObj, "destroy_cq cqn=0x{:x} cqes={} events={}", cqn, it->second.cqes, it->second.events);
+    HCA_TRACE(dev_, kTrObj, "destroy_cq cqn=0x{:x} cqes={} events={}", cqn, it->second.cqes, it->second.events);
     if (it->second.mod_timer) {
         dev_.cancel_timer(it->second.mod_timer);
     }
     if (it->second.hold_timer) {
         // Held CQEs go with their CQ: nothing is written after the destroy.
         dev_.cancel_timer(it->second.hold_timer);
-        dev_.trace(kTrFault, "cqe-delay cqn=0x{:x}: {} held CQEs dropped with the CQ", cqn, it->second.held.size());
+        HCA_TRACE(dev_, kTrFault, "cqe-delay cqn=0x{:x}: {} held CQEs dropped with the CQ", cqn, it->second.held.size());
     }
     cqs_.erase(it);
     ids_.release(cqn);
@@ -178,7 +178,7 @@ void CqTable::cmd_modify_cq(CmdCtx &c) {
     if (select & kModifyOverrun) {
         cq->oi = c.get(ifc::in(ctx, cqc::oi));
     }
-    dev_.trace(kTrObj, "modify_cq cqn=0x{:x} moderation period={}us count={} oi={}", cqn, cq->period_us, cq->max_count,
+    HCA_TRACE(dev_, kTrObj, "modify_cq cqn=0x{:x} moderation period={}us count={} oi={}", cqn, cq->period_us, cq->max_count,
                cq->oi);
 }
 
@@ -222,7 +222,7 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
         c.fail(Status::INT_ERR, "the old CQ buffer cannot take the RESIZE CQE");
         return;
     }
-    dev_.trace(kTrObj, "modify_cq cqn=0x{:x} resize {} -> {} entries at pi=0x{:x} ({} unpolled)", cq.cqn, cq.nent(),
+    HCA_TRACE(dev_, kTrObj, "modify_cq cqn=0x{:x} resize {} -> {} entries at pi=0x{:x} ({} unpolled)", cq.cqn, cq.nent(),
                1u << log_size, at & 0xffffff, outstanding);
     cq.buf = std::move(buf);
     cq.log_size = log_size;
@@ -262,7 +262,7 @@ void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
     }
     cq->ci_seen = ci;
     cq->arm = sol ? Cq::Arm::Solicited : Cq::Arm::Next;
-    dev_.trace(kTrCqe, "arm cqn=0x{:x} ci=0x{:x} {} sn={} pending={}", cqn, ci, sol ? "solicited" : "next", dw0 >> 28,
+    HCA_TRACE(dev_, kTrCqe, "arm cqn=0x{:x} ci=0x{:x} {} sn={} pending={}", cqn, ci, sol ? "solicited" : "next", dw0 >> 28,
                (cq->pi - ci) & 0xffffff);
     // CQEs the driver has not polled yet: an event right away, or the
     // driver would sleep on them (hw/cq.c mlx5_ib_arm_cq()).
@@ -341,7 +341,7 @@ void CqTable::release(Cq &cq, const char *why) {
         dev_.cancel_timer(cq.hold_timer);
         cq.hold_timer = 0;
     }
-    dev_.trace(kTrFault, "cqe-delay cqn=0x{:x}: {}: {} held CQEs written", cq.cqn, why, cq.held.size());
+    HCA_TRACE(dev_, kTrFault, "cqe-delay cqn=0x{:x}: {}: {} held CQEs written", cq.cqn, why, cq.held.size());
     std::deque<Cq::Held> held = std::move(cq.held);
     cq.held.clear();
     for (Cq::Held &h : held) {

@@ -90,7 +90,7 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
         c.suppress_eqe = true;
     }
     c.set(ifc::create_eq_out::eq_number, eqn);
-    dev_.trace(kTrEq, "create eqn={} nent={} uar={} intr={} log_page_size={} pages={} events=0x{}", eqn,
+    HCA_TRACE(dev_, kTrEq, "create eqn={} nent={} uar={} intr={} log_page_size={} pages={} events=0x{}", eqn,
                eq.nent(), uar, intr, log_page_size, eq.buf.npages(), to_hex(mask.first(std::min<size_t>(32, mask.size()))));
     eqs_.emplace(eqn, std::move(eq));
 }
@@ -102,7 +102,7 @@ void EqTable::cmd_destroy_eq(CmdCtx &c) {
         c.fail(Status::BAD_RES, "EQ {} does not exist", eqn);
         return;
     }
-    dev_.trace(kTrEq, "destroy eqn={} eqes={} interrupts={}", eqn, it->second.eqes, it->second.interrupts);
+    HCA_TRACE(dev_, kTrEq, "destroy eqn={} eqes={} interrupts={}", eqn, it->second.eqes, it->second.interrupts);
     eqs_.erase(it);
 }
 
@@ -139,7 +139,7 @@ void EqTable::fire(Eq &eq, int32_t type, int64_t cqn) {
         return;
     }
     ++eq.interrupts;
-    dev_.trace(kTrIrq, "msix vector={} eqn={}", eq.intr, eq.eqn);
+    HCA_TRACE(dev_, kTrIrq, "msix vector={} eqn={}", eq.intr, eq.eqn);
     dev_.msix(eq.intr);
 }
 
@@ -162,7 +162,7 @@ void EqTable::doorbell(uint32_t uar, bool arm, uint32_t value) {
                          eq->pi & 0xffffff);
     }
     eq->ci = ci;
-    dev_.trace(kTrEq, "doorbell eqn={} ci=0x{:x} arm={} outstanding={}", eqn, ci, arm, eq->outstanding());
+    HCA_TRACE(dev_, kTrEq, "doorbell eqn={} ci=0x{:x} arm={} outstanding={}", eqn, ci, arm, eq->outstanding());
     if (arm) {
         eq->armed = true;
         // EQEs the driver has not consumed yet: interrupt right away.
@@ -239,10 +239,10 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
         return false;
     }
     if (type == kEventComp) {
-        dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} cqn=0x{:x}", eqn, eq->pi & 0xffffff,
+        HCA_TRACE(dev_, kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} cqn=0x{:x}", eqn, eq->pi & 0xffffff,
                    type, sub_type, data.comp.cqn.get() & 0xffffff);
     } else {
-        dev_.trace(kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
+        HCA_TRACE(dev_, kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
                    sub_type, to_hex(data.raw));
     }
     ++eq->pi;

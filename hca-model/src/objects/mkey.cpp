@@ -171,16 +171,16 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
 bool MkeyTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) {
     auto it = mkeys_.find(key >> 8);
     if (it == mkeys_.end() || it->second.variant != (key & 0xff) || it->second.pd != pd) {
-        dev_.trace(kTrMkey, "invalidate key=0x{:x} refused", key);
+        HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x} refused", key);
         return false;
     }
     if (it->second.qpn != kAnyQpn && it->second.qpn != qpn) {
-        dev_.trace(kTrMkey, "invalidate key=0x{:x} refused: a window bound to qpn=0x{:x}, not 0x{:x}", key,
+        HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x} refused: a window bound to qpn=0x{:x}, not 0x{:x}", key,
                    it->second.qpn, qpn);
         return false;
     }
     it->second.free = true;
-    dev_.trace(kTrMkey, "invalidate key=0x{:x}", key);
+    HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x}", key);
     return true;
 }
 
@@ -268,7 +268,7 @@ bool MkeyTable::bind_ok(const Mkey &w, const UmrOp &op) const {
         scratch.clear();
         if (!mr || mr->mode == MkeyMode::Klm || translate_in(*mr, pd, op.xlt[i + 1], bc, need, scratch, 1) !=
                                                       XlatError::None) {
-            dev_.trace(kTrMkey, "bind window=0x{:x}: entry {} key=0x{:x} addr=0x{:x} len={} refused", op.key, i / 2,
+            HCA_TRACE(dev_, kTrMkey, "bind window=0x{:x}: entry {} key=0x{:x} addr=0x{:x} len={} refused", op.key, i / 2,
                        static_cast<uint32_t>(op.xlt[i]), op.xlt[i + 1], bc);
             return false;
         }
@@ -378,7 +378,7 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     }
     // Checks passed: apply.
     apply_umr(m, op);
-    dev_.trace(kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
+    HCA_TRACE(dev_, kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
                "xlt={}@{} access={}{}{}{}{} free={}",
                m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
                op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
@@ -493,7 +493,7 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     }
     m.index = *index;
     c.set(ifc::create_mkey_out::mkey_index, m.index);
-    dev_.trace(kTrObj, "create_mkey key=0x{:x} mode={} pd={} start=0x{:x} len=0x{:x}{} page={} entries={} "
+    HCA_TRACE(dev_, kTrObj, "create_mkey key=0x{:x} mode={} pd={} start=0x{:x} len=0x{:x}{} page={} entries={} "
                "access={}{}{}{}{} free={}",
                m.key(), mode_name(m.mode), m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
                m.log_page_size, m.mtt.size(), m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
@@ -508,7 +508,7 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
         c.fail(Status::BAD_RES, "mkey index 0x{:x} does not exist", index);
         return;
     }
-    dev_.trace(kTrObj, "destroy_mkey key=0x{:x}", it->second.key());
+    HCA_TRACE(dev_, kTrObj, "destroy_mkey key=0x{:x}", it->second.key());
     dev_.budget.give(entries(it->second));
     mtt_entries_ -= entries(it->second);
     mkeys_.erase(it);

@@ -232,7 +232,7 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
         ++srq->refs;
     }
     c.set(ifc::create_qp_out::qpn, qp.qpn);
-    dev_.trace(kTrObj,
+    HCA_TRACE(dev_, kTrObj,
                "create_qp qpn=0x{:x} type={} pd={} sq={}x64B rq={}x{}B rq_type={} srqn=0x{:x} cqn_snd=0x{:x} "
                "cqn_rcv=0x{:x} uar={} dbr=0x{:x} pages={} uid={}",
                qp.qpn, qp_type_name(qp.st), qp.pd, qp.sq_wqebbs(), qp.rq_wqes(), qp.rq_stride, qp.rq_type, qp.srqn,
@@ -273,7 +273,7 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
         c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
         return;
     }
-    dev_.trace(kTrObj, "destroy_qp qpn=0x{:x} type={} state={} sent={} received={} dropped={}", qpn,
+    HCA_TRACE(dev_, kTrObj, "destroy_qp qpn=0x{:x} type={} state={} sent={} received={} dropped={}", qpn,
                qp_type_name(qp->st), qp_state_name(qp->state), qp->sent, qp->received, qp->dropped);
     release(*qp);
     qps_.erase(qpn);
@@ -353,7 +353,7 @@ void QpTable::to_error(Qp &qp, const char *why) {
     const QpState old = qp.state;
     qp.state = QpState::Err;
     if (old != QpState::Err) {
-        dev_.trace(kTrQp, "error qpn=0x{:x} type={} {} -> ERR: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old),
+        HCA_TRACE(dev_, kTrQp, "error qpn=0x{:x} type={} {} -> ERR: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old),
                    why);
     }
     flush_sq(qp);
@@ -372,7 +372,7 @@ void QpTable::to_sq_error(Qp &qp, const char *why) {
     }
     const QpState old = qp.state;
     qp.state = QpState::Sqer;
-    dev_.trace(kTrQp, "error qpn=0x{:x} type={} {} -> SQER: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old), why);
+    HCA_TRACE(dev_, kTrQp, "error qpn=0x{:x} type={} {} -> SQER: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old), why);
     flush_sq(qp);
 }
 
@@ -465,7 +465,7 @@ void QpTable::flush_rq(Qp &qp) {
         e.s_wqe_opcode_qpn.set(qp.qpn);
         e.wqe_counter.set(qp.rq_ci);
         e.op_own = kCqeRespErr << 4;
-        dev_.trace(kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={} vendor=0x{:x}", qp.cqn_rcv,
+        HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={} vendor=0x{:x}", qp.cqn_rcv,
                    qp.qpn, qp.rq_ci, cqe_syndrome_name(kSyndWrFlush), e.vendor_err_synd);
         dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
         dev_.qcounters.add(qp.counter_set, QCounter::RespCqeFlushError);
@@ -505,7 +505,7 @@ void QpTable::cmd_attach_mcg(CmdCtx &c) {
     }
     mcgs_[g].insert(qpn);
     qp->mcgs.insert(g);
-    dev_.trace(kTrObj, "attach_mcg qpn=0x{:x} mgid={} members={}", qpn, iba::gid_str(g), mcgs_[g].size());
+    HCA_TRACE(dev_, kTrObj, "attach_mcg qpn=0x{:x} mgid={} members={}", qpn, iba::gid_str(g), mcgs_[g].size());
 }
 
 void QpTable::cmd_detach_mcg(CmdCtx &c) {
@@ -526,7 +526,7 @@ void QpTable::cmd_detach_mcg(CmdCtx &c) {
         mcgs_.erase(it);
     }
     qp->mcgs.erase(g);
-    dev_.trace(kTrObj, "detach_mcg qpn=0x{:x} mgid={}", qpn, iba::gid_str(g));
+    HCA_TRACE(dev_, kTrObj, "detach_mcg qpn=0x{:x} mgid={}", qpn, iba::gid_str(g));
 }
 
 std::string QpTable::info() const {

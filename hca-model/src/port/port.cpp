@@ -74,7 +74,7 @@ bool Port::pkey_ok(uint16_t pkey) const {
 }
 
 void Port::event(uint8_t sub_type) {
-    dev_.trace(kTrPort, "event port={} sub_type={}", num_, sub_type);
+    HCA_TRACE(dev_, kTrPort, "event port={} sub_type={}", num_, sub_type);
     dev_.eqs.post_event(kEventPortChange, sub_type, EqeData::port_state(num_));
 }
 
@@ -84,7 +84,7 @@ void Port::change_state(uint8_t state) {
     }
     const uint8_t old = state_;
     state_ = state;
-    dev_.trace(kTrPort, "state port={} {} -> {} lid={} sm_lid={}", num_, state_name(old), state_name(state), lid_,
+    HCA_TRACE(dev_, kTrPort, "state port={} {} -> {} lid={} sm_lid={}", num_, state_name(old), state_name(state), lid_,
                sm_lid_);
     if (state == pi::kActive) {
         event(kPortEventActive);
@@ -99,7 +99,7 @@ void Port::set_link(bool up) {
         return;
     }
     phys_ = phys;
-    dev_.trace(kTrPort, "link port={} {}", num_, up ? "up" : "down");
+    HCA_TRACE(dev_, kTrPort, "link port={} {}", num_, up ? "up" : "down");
     if (up) {
         change_state(pi::kInit);
     } else {
@@ -114,14 +114,14 @@ void Port::set_link(bool up) {
 
 void Port::set_cap_mask(uint32_t mask) {
     if (mask != cap_mask_) {
-        dev_.trace(kTrPort, "capability mask port={} 0x{:08x} -> 0x{:08x}", num_, cap_mask_, mask);
+        HCA_TRACE(dev_, kTrPort, "capability mask port={} 0x{:08x} -> 0x{:08x}", num_, cap_mask_, mask);
     }
     cap_mask_ = mask;
 }
 
 void Port::set_node_desc(const uint8_t *desc64) {
     std::memcpy(node_desc_.data(), desc64, node_desc_.size());
-    dev_.trace(kTrPort, "node description \"{}\"",
+    HCA_TRACE(dev_, kTrPort, "node description \"{}\"",
                std::string(reinterpret_cast<const char *>(node_desc_.data()),
                            strnlen(reinterpret_cast<const char *>(node_desc_.data()), 64)));
 }
@@ -234,7 +234,7 @@ uint16_t Port::set_port_info(uint32_t attr_mod, const uint8_t *d) {
     }
     subnet_timeout_ = d[pi::kClientReregSubnetTimeout] & 0x1f;
     const bool rereg = d[pi::kClientReregSubnetTimeout] >> 7;
-    dev_.trace(kTrPort, "set PortInfo port={} lid={} lmc={} sm_lid={} sm_sl={} mtu={} state={} phys={} rereg={}",
+    HCA_TRACE(dev_, kTrPort, "set PortInfo port={} lid={} lmc={} sm_lid={} sm_sl={} mtu={} state={} phys={} rereg={}",
                num_, lid_, lmc_, sm_lid_, sm_sl_, neighbor_mtu_, state, phys, rereg);
     if (phys == 3 || state == pi::kDown) {
         // Link down requested: the link retrains at once and comes back in Init.
@@ -437,7 +437,7 @@ void Port::cmd_mad_ifc(CmdCtx &c) {
     const uint16_t keep = cls == mad::kClassSubnDr ? (load_be16(in.data() + mad::kStatus) & mad::smp::kDirectionBit) : 0;
     store_be16(out.data() + mad::kStatus, keep | status);
     std::memcpy(outb.data(), out.data(), mad::kSize);
-    dev_.trace(kTrMad, "mad_ifc port={} class=0x{:x} method=0x{:x} attr=0x{:x} mod=0x{:x} status=0x{:x}", port, cls,
+    HCA_TRACE(dev_, kTrMad, "mad_ifc port={} class=0x{:x} method=0x{:x} attr=0x{:x} mod=0x{:x} status=0x{:x}", port, cls,
                method, attr, load_be32(in.data() + mad::kAttrMod), status);
 }
 
