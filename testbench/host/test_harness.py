@@ -17,7 +17,7 @@ import time
 import unittest
 from pathlib import Path
 
-from hcasim import clues, fuzz, hostcpu, pci_fault, postmortem, rundir, vm
+from hcasim import clues, fuzz, hostcpu, pci_fault, postmortem, rundir, testing, vm
 
 
 class FakeFabric(threading.Thread):
@@ -396,6 +396,30 @@ class PostMortemTest(unittest.TestCase):
         self.assertEqual(cluster.wait(1.0), [0])
         self.assertIsNotNone(self.proc.poll())
         self.assertTrue(any("QMP did not answer" in l for l in postmortem.summary(self.run_dir, 0)))
+
+
+class QemuAbortTest(unittest.TestCase):
+    """A QEMU that aborts while its guest boots gets its note
+    (nodeN-qemu-died.txt), which makes the runner run the test once more,
+    also when it had ended before the harness first looked (a one-node
+    test: CI 8's 02-core-probe, TCG's iotlb_to_section assertion at 1.3 s)."""
+
+    def test_an_abort_before_the_first_look_is_noted(self):
+        tmp = Path(tempfile.mkdtemp(prefix="hcasim-abort-"))
+        self.addCleanup(shutil.rmtree, tmp, True)
+        run_dir = tmp / "run"
+        (run_dir / "node0").mkdir(parents=True)
+        (run_dir / "node0" / "qemu.log").write_text("qemu-system-x86_64: physmem.c:760: Assertion failed\n")
+        proc = subprocess.Popen(["sh", "-c", "kill -ABRT $$"])
+        proc.wait()
+        cluster = vm.Cluster.__new__(vm.Cluster)
+        cluster.run_dir, cluster.sock_dir = run_dir, tmp
+        cluster.vms = [proc]
+        self.assertEqual(cluster.wait(5.0), [])
+        note = run_dir / "node0-qemu-died.txt"
+        self.assertTrue(note.exists())
+        self.assertIn("signal 6: qemu-system-x86_64: physmem.c:760: Assertion failed", note.read_text())
+        self.assertEqual(testing.boot_panics(run_dir, [vm.NodeResult(0, None, False, "")]), [0])
 
 
 class FuzzParseTest(unittest.TestCase):

@@ -378,6 +378,12 @@ class Cluster:
                                    "its script ended: stopped by the harness\n")
                         self._kill(p)
             time.sleep(0.25)
+        if died is None:
+            # Every QEMU had ended by the time the loop looked (a one-node
+            # test whose QEMU aborted while the guest booted): the abort
+            # still gets its note, so the test runs once more
+            # (testing.boot_panics()).
+            self._qemu_died()
         return timed_out
 
     def _sample_cpu(self, i):
