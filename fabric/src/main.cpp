@@ -36,7 +36,7 @@ struct Args {
     std::string eth_socket, ready_file, ib_dir, control_socket, capture, log_file, rate = "4xQDR";
     std::string switch_guid = "0x0002c90300ffff00";
     std::string topology;
-    unsigned ib_ports = 8, mtu = 4096;
+    unsigned ib_ports = 8, mtu = 4096, ipoib_mtu = 2048;
     uint64_t seed = 1, capture_max = 512ull << 20;
     double drop = 0, corrupt = 0;
     uint32_t delay_us = 0;
@@ -59,6 +59,11 @@ void add_options(CLI::App &app, Args &a) {
     app.add_option("--control-socket", a.control_socket, "Unix socket of the line-based control interface");
     app.add_option("--switch-guid", a.switch_guid, "Node GUID of the switch")->capture_default_str();
     app.add_option("--mtu", a.mtu, "Link MTU: 256, 512, 1024, 2048 or 4096")
+        ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}))
+        ->capture_default_str();
+    app.add_option("--ipoib-mtu", a.ipoib_mtu,
+                   "MTU of the IPoIB broadcast groups the built-in SM creates (opensm's partitions.conf mtu=): "
+                   "ib0's datagram MTU is 4 bytes less; at most --mtu")
         ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}))
         ->capture_default_str();
     app.add_option("--rate", a.rate, "Link width and speed reported in PortInfo: 1x|4x|8x|12x with SDR|DDR|QDR")
@@ -97,6 +102,7 @@ bool fabric_options(const Args &a, fabric::FabricOptions &opt) {
     }
     opt.sw.rate = *r;
     opt.sw.mtu = *fabric::mtu_code(a.mtu);
+    opt.sa_cfg.ipoib_mtu = *fabric::mtu_code(a.ipoib_mtu);
     opt.sw.num_ports = static_cast<uint8_t>(a.ib_ports);
     opt.sw.seed = a.seed;
     opt.sm = !a.no_sm;

@@ -78,8 +78,8 @@ std::optional<uint8_t> select_rate(uint8_t sel, uint8_t wanted, uint8_t link_rat
     return std::nullopt;
 }
 
-McastGroups::McastGroups(uint8_t link_mtu, uint8_t link_rate, uint8_t packet_life_time)
-    : link_mtu_(link_mtu), link_rate_(link_rate), plt_(packet_life_time) {
+McastGroups::McastGroups(uint8_t link_mtu, uint8_t link_rate, uint8_t packet_life_time, uint8_t ipoib_mtu)
+    : link_mtu_(link_mtu), ipoib_mtu_(ipoib_mtu), link_rate_(link_rate), plt_(packet_life_time) {
     reset();
 }
 
@@ -90,7 +90,7 @@ void McastGroups::reset() {
     g.params.mgid = kBroadcastMgid;
     g.params.qkey = 0x0b1b;
     g.params.mlid = kBroadcastMlid;
-    g.params.mtu = std::min<uint8_t>(kMtu2048, link_mtu_);
+    g.params.mtu = std::min(ipoib_mtu_, link_mtu_);
     g.params.tclass = 0;
     g.params.pkey = 0xffff;
     // 10 Gb/s (code 3), or the link rate if that is slower.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fdb.h"
+#include "ib_enums.h"
 #include "sa_records.h"
 
 namespace fabric {
@@ -36,8 +37,11 @@ class McastGroups {
     static constexpr size_t kMaxMembersPerGroup = 1024;
     static const iba::Gid kBroadcastMgid;
 
-    // link_mtu/link_rate: what the fabric can carry.
-    McastGroups(uint8_t link_mtu, uint8_t link_rate, uint8_t packet_life_time);
+    // link_mtu/link_rate: what the fabric can carry. ipoib_mtu: the MTU
+    // code of the IPoIB broadcast groups (opensm's partitions.conf mtu=,
+    // 2048 by default; 4096 gives ib_ipoib a 4092-byte datagram MTU), at
+    // most link_mtu.
+    McastGroups(uint8_t link_mtu, uint8_t link_rate, uint8_t packet_life_time, uint8_t ipoib_mtu = kMtu2048);
 
     // Forgets every group but the broadcast group, which loses its members.
     void reset();
@@ -77,6 +81,7 @@ class McastGroups {
     bool params_match(const McGroup &g, const sa::McMemberRecord &req, uint64_t mask) const;
 
     uint8_t link_mtu_;
+    uint8_t ipoib_mtu_;
     uint8_t link_rate_;
     uint8_t plt_;
     std::map<iba::Gid, McGroup> groups_;

@@ -40,7 +40,7 @@ SubnetAdmin::SubnetAdmin(IbSwitch &sw, SubnetManager &sm, EventLoop &loop, Log &
       sm_(sm),
       log_(log),
       cfg_(cfg),
-      groups_(sw.config().mtu, rate_code(sw.config().rate), cfg.packet_life_time),
+      groups_(sw.config().mtu, rate_code(sw.config().rate), cfg.packet_life_time, cfg.ipoib_mtu),
       rmpp_(loop, log, [this](const MadAddress &to, const Mad &m) { send(to, m); }, cfg.rmpp) {}
 
 SubnetAdmin::~SubnetAdmin() {

@@ -33,6 +33,7 @@ class SubnetAdmin {
     struct Config {
         uint8_t resp_time = 18;         // ClassPortInfo:RespTimeValue
         uint8_t packet_life_time = 18;  // PathRecord / MCMemberRecord
+        uint8_t ipoib_mtu = kMtu2048;   // MTU code of the IPoIB broadcast groups
         RmppSender::Config rmpp{};
         size_t max_records = 16384;
     };

@@ -278,6 +278,33 @@ TEST_CASE_METHOD(SaFixture, "SA: the pre-created IPoIB broadcast group", "[sa][m
           mad::kSaReqInvalid);
 }
 
+TEST_CASE("SA: --ipoib-mtu 4096 gives the broadcast groups MTU 4096, never more than the links", "[sa][mcast]") {
+    for (const auto &[link, want] : {std::pair{kMtu4096, kMtu4096}, std::pair{kMtu2048, kMtu2048}}) {
+        CAPTURE(link);
+        FabricOptions o = test_options(4);
+        o.sa_cfg.ipoib_mtu = kMtu4096;
+        o.sw.mtu = link;
+        TestFabric f{o};
+        f.bring_up({1, 2});
+        sa::McMemberRecord q;
+        q.mgid = McastGroups::kBroadcastMgid;
+        q.port_gid = f.ca(1).gid();
+        q.pkey = 0xffff;
+        q.join_state = sa::kFullMember;
+        std::vector<uint8_t> rec(sa::kMcMemberRecordSize);
+        sa::encode(q, rec);
+        const uint64_t tid = f.ca(1).send_sa(mad::kSet, mad::sa::kMcMemberRecord, kIpoibBcastMask, rec);
+        f.run(50000);
+        const FakeCa::SaResponse *r = f.ca(1).response_for(tid);
+        REQUIRE(r);
+        REQUIRE(r->status == 0);
+        CHECK(sa::decode_mcmember_record(r->data).mtu == want);
+        // The group itself (what the MFT and every later join use).
+        REQUIRE(f.sa().groups().find(McastGroups::kBroadcastMgid));
+        CHECK(f.sa().groups().find(McastGroups::kBroadcastMgid)->params.mtu == want);
+    }
+}
+
 TEST_CASE_METHOD(SaFixture, "SA: creating, joining and deleting groups", "[sa][mcast]") {
     // Not enough components to create a group that does not exist.
     CHECK(ask(f.ca(1), mad::kSet, mad::sa::kMcMemberRecord, kIpoibBcastMask, mcr(new_group(f.ca(1), 1))).status ==
