@@ -66,33 +66,9 @@ done
 # computed by it and checked by it on receipt), hashed on both sides.
 ipoib_tcp_check tcp-16m 16
 
-# iperf3: node 1 serves; node 0 measures both directions on ib0, then in
-# connected mode, and on the management network (virtio-net), one after
-# the other in the same run.
-iperf_round() {  # NAME SERVER-ADDRESS [CLIENT OPTIONS]
-    local name=$1 addr=$2
-    shift 2
-    if [ "$me" = 1 ]; then
-        iperf3 -s -1 > "/tmp/$name-server.txt" 2>&1 &
-        local pid=$!
-        sleep 0.5
-        barrier "$name" 60
-        wait $pid
-    else
-        barrier "$name" 60
-        retry 10 timeout 120 iperf3 -c "$addr" -J "$@" > "/tmp/$name.json" 2> "/tmp/$name.err"
-        local rc=$?
-        local bps
-        bps=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(int(d["end"]["sum_received"]["bits_per_second"]))' "/tmp/$name.json" 2> /dev/null)
-        echo "# $name: ${bps:-?} bit/s (iperf3 exit $rc)"
-        if [ -z "$bps" ]; then  # what iperf3 said instead (it once exited 0 without a result)
-            tail -c 800 "/tmp/$name.err" "/tmp/$name.json" | sed 's/^/# /'
-        fi
-        check "iperf3 $name completes with data (${bps:-0} bit/s)" test "$rc" = 0 -a "${bps:-0}" -gt 0
-        share "bps-$name" "${bps:-0}"
-    fi
-    barrier "$name-done" 120
-}
+# iperf3 (iperf_round, lib.sh): node 1 serves; node 0 measures both
+# directions on ib0, then in connected mode, and on the management network
+# (virtio-net), one after the other in the same run.
 secs=$(reps 10 5)
 iperf_round ib-tx 192.168.77.2 -t "$secs"
 iperf_round ib-rx 192.168.77.2 -t "$secs" -R

@@ -21,19 +21,10 @@ ipoib_offloads_on
 ipoib_tcp_check tcp-8m 8
 
 secs=$(reps 10 5)
-for round in "ib-tx 192.168.77.2" "ib-rx 192.168.77.2 -R" "eth-tx $(mgmt_ip 1)" "eth-rx $(mgmt_ip 1) -R"; do
-    set -- $round
-    name=$1 addr=$2
-    shift 2
-    pair "$name" 150 "iperf3 -s -1" "iperf3 -c $addr -t $secs -J $* > /tmp/$name.json"
-    rc=$?
-    if [ "$me" = 0 ]; then
-        bps=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]))' "/tmp/$name.json" 2> /dev/null)
-        echo "# $name: ${bps:-?} bit/s (iperf3 exit $rc)"
-        check "iperf3 $name completes with data (${bps:-0} bit/s)" test "$rc" = 0 -a "${bps:-0}" -gt 0
-        share "bps-$name" "${bps:-0}"
-    fi
-done
+iperf_round ib-tx 192.168.77.2 -t "$secs"
+iperf_round ib-rx 192.168.77.2 -t "$secs" -R
+iperf_round eth-tx "$(mgmt_ip 1)" -t "$secs"
+iperf_round eth-rx "$(mgmt_ip 1)" -t "$secs" -R
 if [ "$me" = 0 ]; then
     for d in tx rx; do
         ib=$(shared 0 "bps-ib-$d")

@@ -257,6 +257,35 @@ s.close()' 192.168.77.2 "/tmp/$name.bin"
     fi
 }
 
+# iperf_round NAME SERVER-ADDRESS [CLIENT OPTIONS]: (two-VM tests) node 1
+# serves one iperf3 run, node 0 runs the client against SERVER-ADDRESS and
+# checks that it completed with data; its received bit/s is shared as
+# bps-NAME (0 if none). Both nodes call it.
+iperf_round() {  # NAME SERVER-ADDRESS [CLIENT OPTIONS]
+    local name=$1 addr=$2
+    shift 2
+    if [ "$HCASIM_NODE" = 1 ]; then
+        iperf3 -s -1 > "/tmp/$name-server.txt" 2>&1 &
+        local pid=$!
+        sleep 0.5
+        barrier "$name" 60
+        wait $pid
+    else
+        barrier "$name" 60
+        retry 10 timeout 120 iperf3 -c "$addr" -J "$@" > "/tmp/$name.json" 2> "/tmp/$name.err"
+        local rc=$?
+        local bps
+        bps=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(int(d["end"]["sum_received"]["bits_per_second"]))' "/tmp/$name.json" 2> /dev/null)
+        echo "# $name: ${bps:-?} bit/s (iperf3 exit $rc)"
+        if [ -z "$bps" ]; then  # what iperf3 said instead (it once exited 0 without a result)
+            tail -c 800 "/tmp/$name.err" "/tmp/$name.json" | sed 's/^/# /'
+        fi
+        check "iperf3 $name completes with data (${bps:-0} bit/s)" test "$rc" = 0 -a "${bps:-0}" -gt 0
+        share "bps-$name" "${bps:-0}"
+    fi
+    barrier "$name-done" 120
+}
+
 # ipoib_offloads_on: ib_ipoib turned on the features the device's
 # ipoib_basic_offloads gives it (IB_DEVICE_UD_IP_CSUM, IBK_UD_TSO).
 ipoib_offloads_on() {
