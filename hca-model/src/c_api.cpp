@@ -159,7 +159,7 @@ void hca_model_port_connected(HcaModel *m, unsigned port) {
         m->dev.port_tx_done();
         const iba::link::Hello hello = m->dev.hello(port);
         HCA_TRACE(m->dev, hca::kTrPort, "link: connected to the fabric; hello node_guid=0x{:016x} port_guid=0x{:016x} port={}",
-                     hello.node_guid, hello.port_guid, hello.port_num);
+                  hello.node_guid, hello.port_guid, hello.port_num);
         // The link comes up when the fabric says so (a link-state frame).
         h.port_tx(port, iba::link::hello_frame(hello), {});
     });
@@ -177,7 +177,7 @@ bool hca_model_port_rx(HcaModel *m, unsigned port, const void *bytes, size_t len
         });
         if (!ok) {
             HCA_TRACE(m->dev, hca::kTrPort, "link: frame length {} from the fabric breaks the stream; closing it",
-                         h.reader.bad_length());
+                      h.reader.bad_length());
         }
     });
     return ok;

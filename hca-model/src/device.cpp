@@ -426,9 +426,9 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         iba::PacketView v;
         if (iba::parse(pkt.bytes, v, false) == iba::ParseError::None) {
             HCA_TRACE(*this, kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}{}", pkt.id,
-                  src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
-                  wqe_index >= 0 ? fmt::format(" wqe=0x{:x}", wqe_index) : "",
-                  v.grh ? fmt::format(" dgid={}", iba::gid_str(v.grh->dgid)) : "");
+                      src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
+                      wqe_index >= 0 ? fmt::format(" wqe=0x{:x}", wqe_index) : "",
+                      v.grh ? fmt::format(" dgid={}", iba::gid_str(v.grh->dgid)) : "");
         }
     }
     // IBA 7.2: only SMPs (VL15) leave a port that is not Active.
@@ -436,7 +436,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         ++p.counters().xmit_discards;
         ++counters.packets_dropped;
         HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: port {} (link {}, {})", pkt.id, p.num(), p.link_up() ? "up" : "down",
-              p.active() ? "active" : "not active");
+                  p.active() ? "active" : "not active");
         return;
     }
     ++p.counters().xmit_pkts;
@@ -529,7 +529,7 @@ void Device::receive(Packet &pkt) {
     const uint16_t dlid = v.dlid();
     const bool multicast = dlid >= iba::kMulticastLidBase && dlid != iba::kPermissiveLid;
     HCA_TRACE(*this, kTrPkt, "recv id=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}", pkt.id,
-          iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), v.vl(), pkt.bytes.size());
+              iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), v.vl(), pkt.bytes.size());
     if (!p.link_up() || (v.vl() != 15 && !p.active())) {
         ++counters.packets_dropped;
         HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: port not active", pkt.id);

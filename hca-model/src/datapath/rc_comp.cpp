@@ -224,7 +224,7 @@ void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
     dev_.qcounters.add(qp.counter_set, QCounter::RnrNakRetryErr);
     const int64_t wait = rnr_timer_ns(timer);
     HCA_TRACE(dev_, kTrQp, "rnr_nak qpn=0x{:x} psn=0x{:x} wait_us={} retries_left={}", qp.qpn, psn, wait / 1000,
-               qp.rc.rnr_left);
+              qp.rc.rnr_left);
     if (qp.rc.ack_timer) {
         dev_.cancel_timer(qp.rc.ack_timer);
         qp.rc.ack_timer = 0;
@@ -292,7 +292,7 @@ void QpTable::rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const ib
     }
     if (psn != w.next_resp_psn) {
         HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: read response psn=0x{:x}, expected 0x{:x}", pkt.id, psn,
-                   w.next_resp_psn);
+                  w.next_resp_psn);
         return;
     }
     if (v.aeth) {
@@ -331,7 +331,7 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     // Responses to PSNs not outstanding are stale duplicates.
     if (qp.rc.pending.empty() || psn_diff(psn, qp.rc.una) < 0 || psn_diff(psn, qp.next_send_psn) >= 0) {
         HCA_TRACE(dev_, kTrPkt, "ignore id=0x{:x}: {} psn=0x{:x} outside [0x{:x}, 0x{:x})", pkt.id, iba::opcode_name(op),
-                   psn, qp.rc.una, qp.next_send_psn);
+                  psn, qp.rc.una, qp.next_send_psn);
         return;
     }
     if (op == iba::kAck) {
@@ -339,7 +339,7 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         switch (syndrome & 0xe0) {
         case kAethAck:
             HCA_TRACE(dev_, kTrPkt, "ack qpn=0x{:x} psn=0x{:x} msn=0x{:x} id=0x{:x}", qp.qpn, psn,
-                       v.aeth->syndrome_msn.get() & 0xffffff, pkt.id);
+                      v.aeth->syndrome_msn.get() & 0xffffff, pkt.id);
             rc_got_ack(qp, psn);
             return;
         case kAethRnrNak:

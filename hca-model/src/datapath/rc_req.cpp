@@ -195,11 +195,9 @@ bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
         const uint32_t mtu = rc_mtu(qp);
         w.npkts = std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
     }
-    if (dev_.tracer().on(kTrWqe)) {
-        HCA_TRACE(dev_, kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
-                   wqe_opcode_name(w.opcode), qp.qpn, w.index, w.length, w.raddr, w.rkey, w.npkts,
-                   qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
-    }
+    HCA_TRACE(dev_, kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
+              wqe_opcode_name(w.opcode), qp.qpn, w.index, w.length, w.raddr, w.rkey, w.npkts,
+              qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
     return true;
 }
 
@@ -346,7 +344,7 @@ bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
     }
     qp.rc.blocked = true;
     HCA_TRACE(dev_, kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, sw.index, sw.fence,
-               reads);
+              reads);
     return true;
 }
 

@@ -42,11 +42,9 @@ bool from_remote(Device &dev, Qp &qp, const Packet &pkt, const iba::PacketView &
         return true;
     }
     ++qp.dropped;
-    if (dev.tracer().on(kTrPkt)) {
-        HCA_TRACE(dev, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
-                  qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
-                  qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
-    }
+    HCA_TRACE(dev, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
+              qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
+              qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
     return false;
 }
 
@@ -112,8 +110,8 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
     const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
     HCA_TRACE(dev_, kTrPkt, "{} qpn=0x{:x} psn=0x{:x} syndrome=0x{:02x} msn=0x{:x}",
-               (syndrome & 0xe0) == kAethAck ? "ack_out" : ((syndrome & 0xe0) == kAethRnrNak ? "rnr_nak_out" : "nak_out"),
-               qp.qpn, psn, syndrome, qp.rc.msn);
+              (syndrome & 0xe0) == kAethAck ? "ack_out" : ((syndrome & 0xe0) == kAethRnrNak ? "rnr_nak_out" : "nak_out"),
+              qp.qpn, psn, syndrome, qp.rc.msn);
     rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
 }
 
@@ -191,9 +189,9 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
     cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
     ++qp.received;
     HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}{}", r.cqn, qp.qpn,
-               opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
-               : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
-               r.index, byte_cnt, PktRef{rx_pkt_});
+              opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
+              : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
+              r.index, byte_cnt, PktRef{rx_pkt_});
     dev_.cqs.post(r.cqn, cqe, v.se());
 }
 
@@ -225,7 +223,7 @@ bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     if ((v.opcode() & 0xe0) != transport_of(qp.st)) {
         HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
-                   qp_type_name(qp.st));
+                  qp_type_name(qp.st));
         return false;
     }
     if (!dev_.port(qp.path.port).pkey_ok(v.pkey())) {
@@ -360,7 +358,7 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
                                    : XlatError::Access;
         if (e != XlatError::None) {
             HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
-                       qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
+                      qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
             if (!uc) {
                 rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
             }
@@ -461,7 +459,7 @@ void QpTable::rc_duplicate(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
     HCA_TRACE(dev_, kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
-               iba::opcode_name(v.opcode()));
+              iba::opcode_name(v.opcode()));
     if (op == iba::kReadRequest) {
         rc_read_response(qp, v, false);
     } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
@@ -494,7 +492,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         if (!r || npkts > r->npkts - static_cast<uint32_t>(psn_diff(psn, r->psn))) {
             ++qp.dropped;
             HCA_TRACE(dev_, kTrPkt, "drop qpn=0x{:x}: duplicate RDMA READ psn=0x{:x} of {} packets is {}", qp.qpn, psn,
-                       npkts, r ? "longer than the original" : "outside the responder resources window");
+                      npkts, r ? "longer than the original" : "outside the responder resources window");
             return false;
         }
     }
@@ -508,7 +506,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks, qp.qpn) : XlatError::Access;
     if (e != XlatError::None) {
         HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
-                   qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
+                  qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
         rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
         return false;
     }
@@ -584,7 +582,7 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
     }
     if (e != XlatError::None || chunks.size() != 1) {
         HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,
-                   !qp.rae ? "atomics not enabled on the QP" : (va & 7) ? "not 8-byte aligned" : xlat_error_name(e));
+                  !qp.rae ? "atomics not enabled on the QP" : (va & 7) ? "not 8-byte aligned" : xlat_error_name(e));
         rc_resp_error(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0,
                       "atomic access violation");
         return false;

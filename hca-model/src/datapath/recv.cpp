@@ -125,7 +125,7 @@ bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         ++port.counters().qkey_violations;
         ++qp.dropped;
         HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: Q_Key 0x{:x} does not match qpn=0x{:x} (0x{:x})", pkt.id, qkey, qp.qpn,
-                   qp.qkey);
+                  qp.qkey);
         return false;
     }
     if (qp.st != kQpQp0 && !port.pkey_ok(v.pkey())) {
@@ -210,7 +210,7 @@ void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, 
     e.srqn.set(srqn);
     e.op_own = kCqeRespErr << 4;
     HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
-               cqn, qp.qpn, index, cqe_syndrome_name(synd), synd, e.vendor_err_synd, PktRef{rx_pkt_});
+              cqn, qp.qpn, index, cqe_syndrome_name(synd), synd, e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
     dev_.qcounters.add_error_cqe(qp.counter_set, false, synd);
 }
@@ -262,10 +262,10 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     }
     ++qp.received;
     HCA_TRACE(dev_, kTrCqe,
-               "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={} "
-               "hds_ip_ext=0x{:x}{}",
-               qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, byte_cnt, v.slid(),
-               v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, cqe.hds_ip_ext, PktRef{rx_pkt_});
+              "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={} "
+              "hds_ip_ext=0x{:x}{}",
+              qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, byte_cnt, v.slid(),
+              v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, cqe.hds_ip_ext, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_rcv, cqe, v.se());
 }
 

@@ -66,11 +66,9 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
     if (cap.got == cap.expected) {
         Qp *qp = find(cap.qpn);
         if (qp && !qp->no_sq && static_cast<uint16_t>(cap.index - qp->sq_ci) < qp->sq_wqebbs()) {
-            if (dev_.tracer().on(kTrUar)) {
-                HCA_TRACE(dev_, kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
-                           offset - in_buf, cap.qpn, cap.index, cap.expected,
-                           hex({cap.bytes.data(), cap.expected}));
-            }
+            HCA_TRACE(dev_, kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
+                      offset - in_buf, cap.qpn, cap.index, cap.expected,
+                      hex({cap.bytes.data(), cap.expected}));
             qp->bf_wqes[cap.index].assign(cap.bytes.begin(), cap.bytes.begin() + cap.expected);
             ++bf_executed_;
             // A bfreg that carries BlueFlame copies alternates its two
@@ -90,7 +88,7 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
     const uint32_t ds = qpn_ds & 0x3f;
     Qp *qp = find(qpn);
     HCA_TRACE(dev_, kTrUar, "sq_doorbell uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} opcode={} ds={}", uar, offset,
-               qpn, index, wqe_opcode_name(head & 0xff), ds);
+              qpn, index, wqe_opcode_name(head & 0xff), ds);
     BfCapture &cap = bf_[buf_key];
     cap.active = false;
     {
@@ -176,7 +174,7 @@ QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t 
             ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
             bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
             HCA_TRACE(dev_, kTrWqe, "blueflame qpn=0x{:x} index=0x{:x}: executing the WQE from the BlueFlame write",
-                       qp.qpn, index);
+                      qp.qpn, index);
             return bbs > static_cast<uint16_t>(pi - index) ? Fetch::BadSize : Fetch::Ok;
         }
     }
@@ -234,7 +232,7 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     pi = static_cast<uint16_t>(load_be32(db));
     const uint32_t nbb = qp.sq_wqebbs();
     HCA_TRACE(dev_, kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
-               static_cast<uint16_t>(pi - qp.sq_ci));
+              static_cast<uint16_t>(pi - qp.sq_ci));
     if (static_cast<uint16_t>(pi - qp.sq_ci) > nbb) {
         dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
                          pi, nbb, qp.sq_ci);
@@ -302,12 +300,10 @@ void QpTable::process_sq(Qp &qp) {
 // False if the send queue must stop (the QP failed, or the run budget ran
 // out in the middle of a message).
 bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
-    if (dev_.tracer().on(kTrWqe)) {
-        HCA_TRACE(dev_, kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
-                   "imm=0x{:08x}",
-                   qp.qpn, w.index, wqe_opcode_name(w.opcode), w.opcode, w.opmod, w.bytes.size() / 16, w.fence, w.ce,
-                   int{w.solicited}, w.imm);
-    }
+    HCA_TRACE(dev_, kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
+              "imm=0x{:08x}",
+              qp.qpn, w.index, wqe_opcode_name(w.opcode), w.opcode, w.opmod, w.bytes.size() / 16, w.fence, w.ce,
+              int{w.solicited}, w.imm);
     if (w.wqe_index != w.index) {
         dev_.guest_error("qpn=0x{:x} WQE at slot 0x{:x} carries index 0x{:x}", qp.qpn, w.index, w.wqe_index);
     }
@@ -396,7 +392,7 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
             }
             const auto bytes = segs.subspan(off + 4, len);
             HCA_TRACE(dev_, kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
-                       HexBytes{bytes.first(std::min<uint32_t>(len, 32))});
+                      HexBytes{bytes.first(std::min<uint32_t>(len, 32))});
             if (len) {
                 out.sges.push_back({0, out.inline_data.size(), len, true});
                 out.inline_data.insert(out.inline_data.end(), bytes.begin(), bytes.end());
@@ -411,7 +407,7 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
         std::memcpy(&d, segs.data() + off, sizeof(d));
         off += sizeof(DataSeg);
         HCA_TRACE(dev_, kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
-                   d.byte_count.get());
+                  d.byte_count.get());
         if (d.byte_count.get()) {
             out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
         }
@@ -445,7 +441,7 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
         const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks_);
         if (e != XlatError::None) {
             HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
-                       s.addr + in_sge, n, xlat_error_name(e));
+                      s.addr + in_sge, n, xlat_error_name(e));
             dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, index, s.lkey,
                              s.addr + in_sge, n, xlat_error_name(e));
             synd = kSyndLocalProt;
@@ -489,7 +485,7 @@ size_t QpTable::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
     eo.mss = e.mss.get();
     eo.hdr = w.bytes.subspan(hdr_at, hdr_len);
     HCA_TRACE(dev_, kTrWqe, "  eth qpn=0x{:x} cs_flags=0x{:x} mss={} inline_hdr_sz={} hdr={}", qp.qpn, eo.cs_flags, eo.mss,
-               hdr_len, HexBytes{eo.hdr.first(std::min<size_t>(hdr_len, 64))});
+              hdr_len, HexBytes{eo.hdr.first(std::min<size_t>(hdr_len, 64))});
     return end;
 }
 
@@ -564,10 +560,8 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         store_be32(ext + 8, w.imm);
         ext_len = 12;
     }
-    if (dev_.tracer().on(kTrWqe)) {
-        HCA_TRACE(dev_, kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
-                   s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
-    }
+    HCA_TRACE(dev_, kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
+              s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
     if (lso) {
         return send_lso(qp, w, s, {ext, ext_len}, eo, mtu);
     }
@@ -636,7 +630,7 @@ bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<con
         dev_.transmit(std::move(pkt), qp.qpn, w.index);
     }
     HCA_TRACE(dev_, kTrWqe, "  lso qpn=0x{:x} index=0x{:x} segments={} mss={} hdr_len={} data={}", qp.qpn, w.index, n,
-               eo.mss, hlen, data);
+              eo.mss, hlen, data);
     req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(hlen + data), w.signaled, se);
     return true;
 }
@@ -659,7 +653,7 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
         cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
     }
     HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
-               wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});
+              wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, cqe, solicited);
 }
 
@@ -671,9 +665,9 @@ void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t sy
     e.wqe_counter.set(index);
     e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
     HCA_TRACE(dev_, kTrCqe,
-               "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
-               qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
-               e.vendor_err_synd, PktRef{rx_pkt_});
+              "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
+              qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
+              e.vendor_err_synd, PktRef{rx_pkt_});
     dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
     dev_.qcounters.add_error_cqe(qp.counter_set, true, syndrome);
 }

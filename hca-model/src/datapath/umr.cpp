@@ -47,22 +47,22 @@ constexpr uint32_t kMaxXltOctowords = 0xffff;
 
 void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
     HCA_TRACE(dev_, kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
-               "xlt_offset={}",
-               qp.qpn, index, op.key, (op.flags & UmrOp::kInline) ? "inline" : "pointer",
-               (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
-               : (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
+              "xlt_offset={}",
+              qp.qpn, index, op.key, (op.flags & UmrOp::kInline) ? "inline" : "pointer",
+              (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
+              : (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
                                                                         : "",
-               (op.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
+              (op.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
     HCA_TRACE(dev_, kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
-               "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
-               qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
-               ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
-               ifc::get(op.mkc, ifc::mkc::rw) ? "W" : "-", ifc::get(op.mkc, ifc::mkc::a) ? "A" : "-",
-               ifc::get(op.mkc, ifc::mkc::umr_en), ifc::get(op.mkc, ifc::mkc::access_mode_1_0),
-               ifc::get(op.mkc, ifc::mkc::mkey_7_0), ifc::get(op.mkc, ifc::mkc::pd),
-               ifc::get(op.mkc, ifc::mkc::start_addr), ifc::get(op.mkc, ifc::mkc::len),
-               ifc::get(op.mkc, ifc::mkc::length64) ? " (length64)" : "", ifc::get(op.mkc, ifc::mkc::log_page_size),
-               ifc::get(op.mkc, ifc::mkc::translations_octword_size));
+              "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
+              qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
+              ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
+              ifc::get(op.mkc, ifc::mkc::rw) ? "W" : "-", ifc::get(op.mkc, ifc::mkc::a) ? "A" : "-",
+              ifc::get(op.mkc, ifc::mkc::umr_en), ifc::get(op.mkc, ifc::mkc::access_mode_1_0),
+              ifc::get(op.mkc, ifc::mkc::mkey_7_0), ifc::get(op.mkc, ifc::mkc::pd),
+              ifc::get(op.mkc, ifc::mkc::start_addr), ifc::get(op.mkc, ifc::mkc::len),
+              ifc::get(op.mkc, ifc::mkc::length64) ? " (length64)" : "", ifc::get(op.mkc, ifc::mkc::log_page_size),
+              ifc::get(op.mkc, ifc::mkc::translations_octword_size));
 }
 
 // The translation entries a UMR WQE points at with one data segment (at
@@ -78,7 +78,7 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     DataSeg d;
     std::memcpy(&d, seg.data(), sizeof(d));
     HCA_TRACE(dev_, kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
-               d.byte_count.get());
+              d.byte_count.get());
     if (d.byte_count.get() < bytes) {
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: pointer to {} bytes for {} translation octowords", qp.qpn,
                          index, d.byte_count.get(), bytes / 16);
@@ -91,7 +91,7 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     const XlatError e = dev_.mkeys.translate(d.lkey.get(), pd, d.addr.get(), bytes, kAccLocalRead, chunks_);
     if (e != XlatError::None) {
         HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
-                   d.addr.get(), bytes, xlat_error_name(e));
+                  d.addr.get(), bytes, xlat_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} translation list lkey=0x{:x}: {}", qp.qpn, index, d.lkey.get(),
                          xlat_error_name(e));
         synd = kSyndLocalProt;

@@ -385,7 +385,7 @@ bool FaultTable::clear(uint32_t id) {
         return false;
     }
     HCA_TRACE(dev_, kTrFault, "cleared id={} kind={} matches={} fired={}", it->id, fault_info(it->kind).name, it->matches,
-               it->fired);
+              it->fired);
     faults_.erase(it);
     update_mask();
     return true;
@@ -481,7 +481,7 @@ const Fault *FaultTable::match(FaultKind k, const FaultSite &site) {
         }
         if (t >= f.until_ns) {
             HCA_TRACE(dev_, kTrFault, "expired id={} kind={} matches={} fired={}", f.id, fault_info(k).name, f.matches,
-                       f.fired);
+                      f.fired);
             faults_.erase(faults_.begin() + static_cast<ptrdiff_t>(i));
             update_mask();
             --i;

@@ -174,13 +174,11 @@ bool CommandInterface::execute(unsigned slot) {
                          static_cast<unsigned>(ctx.status), ctx.syndrome);
     }
     HCA_TRACE(dev_, kTrCmd, "done slot={} opcode={}(0x{:x}) op_mod=0x{:x} inlen={} outlen={} status={}(0x{:x}) "
-               "syndrome=0x{:08x} delivery=0x{:x} ns={}",
-               slot, opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, inlen, outlen, status_name(ctx.status),
-               static_cast<unsigned>(ctx.status), ctx.syndrome, static_cast<unsigned>(deliv), took);
-    if (dev_.tracer().on(kTrCmdData)) {
-        HCA_TRACE(dev_, kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
-        HCA_TRACE(dev_, kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
-    }
+              "syndrome=0x{:08x} delivery=0x{:x} ns={}",
+              slot, opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, inlen, outlen, status_name(ctx.status),
+              static_cast<unsigned>(ctx.status), ctx.syndrome, static_cast<unsigned>(deliv), took);
+    HCA_TRACE(dev_, kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
+    HCA_TRACE(dev_, kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
     return fault.what != Injected::Delay && !ctx.suppress_eqe;
 }
 

@@ -16,8 +16,8 @@ void Firmware::drop_hca_objects() {
                         dev_.pds.pds() + dev_.pds.xrcds() + dev_.eqs.count() + dev_.uars.in_use();
     if (objs) {
         HCA_TRACE(dev_, kTrCmd, "teardown drops qps={} srqs={} cqs={} mkeys={} pds={} xrcds={} eqs={} uars={}",
-                   dev_.qps.count(), dev_.srqs.count(), dev_.cqs.count(), dev_.mkeys.count(), dev_.pds.pds(),
-                   dev_.pds.xrcds(), dev_.eqs.count(), dev_.uars.in_use());
+                  dev_.qps.count(), dev_.srqs.count(), dev_.cqs.count(), dev_.mkeys.count(), dev_.pds.pds(),
+                  dev_.pds.xrcds(), dev_.eqs.count(), dev_.uars.in_use());
     }
     dev_.drop_objects();
 }
@@ -102,7 +102,7 @@ void Firmware::set_hca_cap(CmdCtx &c) {
         return;
     }
     HCA_TRACE(dev_, kTrCmd, "set_hca_cap type=0x{:x} log_max_qp={} pkey_table_size={}", type,
-               caps_.gen(ifc::cmd_hca_cap::log_max_qp), caps_.gen(ifc::cmd_hca_cap::pkey_table_size));
+              caps_.gen(ifc::cmd_hca_cap::log_max_qp), caps_.gen(ifc::cmd_hca_cap::pkey_table_size));
 }
 
 void Firmware::init_hca(CmdCtx &c) {

@@ -118,7 +118,7 @@ void InitSeg::write32(uint32_t off, uint32_t value) {
             // and the health counter running, which mlx5_error_sw_reset()
             // and wait_vital() wait for.
             HCA_TRACE(dev_, kTrIseg, "nic_interface {} -> {}: firmware reset for recovery (health syndrome 0x{:02x})",
-                       nic_interface_, nic, synd_);
+                      nic_interface_, nic, synd_);
             dev_.reset();
             return;
         }

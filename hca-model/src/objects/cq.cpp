@@ -78,7 +78,7 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     cq.cqn = *cqn;
     c.set(ifc::create_cq_out::cqn, cq.cqn);
     HCA_TRACE(dev_, kTrObj, "create_cq cqn=0x{:x} nent={} cqe={}B eqn={} uar={} dbr=0x{:x} pages={} uid={}", cq.cqn,
-               cq.nent(), cq.stride, cq.eqn, cq.uar, cq.dbr, cq.buf.npages(), cq.uid);
+              cq.nent(), cq.stride, cq.eqn, cq.uar, cq.dbr, cq.buf.npages(), cq.uid);
     cqs_.emplace(cq.cqn, std::move(cq));
 }
 
@@ -179,7 +179,7 @@ void CqTable::cmd_modify_cq(CmdCtx &c) {
         cq->oi = c.get(ifc::in(ctx, cqc::oi));
     }
     HCA_TRACE(dev_, kTrObj, "modify_cq cqn=0x{:x} moderation period={}us count={} oi={}", cqn, cq->period_us, cq->max_count,
-               cq->oi);
+              cq->oi);
 }
 
 // Resize (hw/cq.c mlx5_ib_resize_cq(), libmlx5 mlx5_resize_cq()): a RESIZE
@@ -223,7 +223,7 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
         return;
     }
     HCA_TRACE(dev_, kTrObj, "modify_cq cqn=0x{:x} resize {} -> {} entries at pi=0x{:x} ({} unpolled)", cq.cqn, cq.nent(),
-               1u << log_size, at & 0xffffff, outstanding);
+              1u << log_size, at & 0xffffff, outstanding);
     cq.buf = std::move(buf);
     cq.log_size = log_size;
     cq.log_page_size = log_page_size;
@@ -263,7 +263,7 @@ void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
     cq->ci_seen = ci;
     cq->arm = sol ? Cq::Arm::Solicited : Cq::Arm::Next;
     HCA_TRACE(dev_, kTrCqe, "arm cqn=0x{:x} ci=0x{:x} {} sn={} pending={}", cqn, ci, sol ? "solicited" : "next", dw0 >> 28,
-               (cq->pi - ci) & 0xffffff);
+              (cq->pi - ci) & 0xffffff);
     // CQEs the driver has not polled yet: an event right away, or the
     // driver would sleep on them (hw/cq.c mlx5_ib_arm_cq()).
     if (((cq->pi - ci) & 0xffffff) != 0) {

@@ -91,7 +91,7 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
     }
     c.set(ifc::create_eq_out::eq_number, eqn);
     HCA_TRACE(dev_, kTrEq, "create eqn={} nent={} uar={} intr={} log_page_size={} pages={} events=0x{}", eqn,
-               eq.nent(), uar, intr, log_page_size, eq.buf.npages(), to_hex(mask.first(std::min<size_t>(32, mask.size()))));
+              eq.nent(), uar, intr, log_page_size, eq.buf.npages(), to_hex(mask.first(std::min<size_t>(32, mask.size()))));
     eqs_.emplace(eqn, std::move(eq));
 }
 
@@ -240,10 +240,10 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
     }
     if (type == kEventComp) {
         HCA_TRACE(dev_, kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} cqn=0x{:x}", eqn, eq->pi & 0xffffff,
-                   type, sub_type, data.comp.cqn.get() & 0xffffff);
+                  type, sub_type, data.comp.cqn.get() & 0xffffff);
     } else {
         HCA_TRACE(dev_, kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
-                   sub_type, to_hex(data.raw));
+                  sub_type, to_hex(data.raw));
     }
     ++eq->pi;
     ++eq->eqes;

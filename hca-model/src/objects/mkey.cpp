@@ -176,7 +176,7 @@ bool MkeyTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) {
     }
     if (it->second.qpn != kAnyQpn && it->second.qpn != qpn) {
         HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x} refused: a window bound to qpn=0x{:x}, not 0x{:x}", key,
-                   it->second.qpn, qpn);
+                  it->second.qpn, qpn);
         return false;
     }
     it->second.free = true;
@@ -269,7 +269,7 @@ bool MkeyTable::bind_ok(const Mkey &w, const UmrOp &op) const {
         if (!mr || mr->mode == MkeyMode::Klm || translate_in(*mr, pd, op.xlt[i + 1], bc, need, scratch, 1) !=
                                                       XlatError::None) {
             HCA_TRACE(dev_, kTrMkey, "bind window=0x{:x}: entry {} key=0x{:x} addr=0x{:x} len={} refused", op.key, i / 2,
-                       static_cast<uint32_t>(op.xlt[i]), op.xlt[i + 1], bc);
+                      static_cast<uint32_t>(op.xlt[i]), op.xlt[i + 1], bc);
             return false;
         }
     }
@@ -379,10 +379,10 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     // Checks passed: apply.
     apply_umr(m, op);
     HCA_TRACE(dev_, kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
-               "xlt={}@{} access={}{}{}{}{} free={}",
-               m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
-               op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
-               m.a ? "A" : "-", m.free);
+              "xlt={}@{} access={}{}{}{}{} free={}",
+              m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
+              op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
+              m.a ? "A" : "-", m.free);
     return UmrError::None;
 }
 
@@ -494,10 +494,10 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     m.index = *index;
     c.set(ifc::create_mkey_out::mkey_index, m.index);
     HCA_TRACE(dev_, kTrObj, "create_mkey key=0x{:x} mode={} pd={} start=0x{:x} len=0x{:x}{} page={} entries={} "
-               "access={}{}{}{}{} free={}",
-               m.key(), mode_name(m.mode), m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
-               m.log_page_size, m.mtt.size(), m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
-               m.a ? "A" : "-", m.free);
+              "access={}{}{}{}{} free={}",
+              m.key(), mode_name(m.mode), m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
+              m.log_page_size, m.mtt.size(), m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
+              m.a ? "A" : "-", m.free);
     mkeys_.emplace(m.index, std::move(m));
 }
 

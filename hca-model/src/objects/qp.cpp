@@ -233,10 +233,10 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     }
     c.set(ifc::create_qp_out::qpn, qp.qpn);
     HCA_TRACE(dev_, kTrObj,
-               "create_qp qpn=0x{:x} type={} pd={} sq={}x64B rq={}x{}B rq_type={} srqn=0x{:x} cqn_snd=0x{:x} "
-               "cqn_rcv=0x{:x} uar={} dbr=0x{:x} pages={} uid={}",
-               qp.qpn, qp_type_name(qp.st), qp.pd, qp.sq_wqebbs(), qp.rq_wqes(), qp.rq_stride, qp.rq_type, qp.srqn,
-               qp.cqn_snd, qp.cqn_rcv, qp.uar, qp.dbr, qp.buf.npages(), qp.uid);
+              "create_qp qpn=0x{:x} type={} pd={} sq={}x64B rq={}x{}B rq_type={} srqn=0x{:x} cqn_snd=0x{:x} "
+              "cqn_rcv=0x{:x} uar={} dbr=0x{:x} pages={} uid={}",
+              qp.qpn, qp_type_name(qp.st), qp.pd, qp.sq_wqebbs(), qp.rq_wqes(), qp.rq_stride, qp.rq_type, qp.srqn,
+              qp.cqn_snd, qp.cqn_rcv, qp.uar, qp.dbr, qp.buf.npages(), qp.uid);
     qps_.emplace(qp.qpn, std::move(qp));
 }
 
@@ -274,7 +274,7 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
         return;
     }
     HCA_TRACE(dev_, kTrObj, "destroy_qp qpn=0x{:x} type={} state={} sent={} received={} dropped={}", qpn,
-               qp_type_name(qp->st), qp_state_name(qp->state), qp->sent, qp->received, qp->dropped);
+              qp_type_name(qp->st), qp_state_name(qp->state), qp->sent, qp->received, qp->dropped);
     release(*qp);
     qps_.erase(qpn);
     ids_.release(qpn);
@@ -354,7 +354,7 @@ void QpTable::to_error(Qp &qp, const char *why) {
     qp.state = QpState::Err;
     if (old != QpState::Err) {
         HCA_TRACE(dev_, kTrQp, "error qpn=0x{:x} type={} {} -> ERR: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old),
-                   why);
+                  why);
     }
     flush_sq(qp);
     flush_rq(qp);
@@ -466,7 +466,7 @@ void QpTable::flush_rq(Qp &qp) {
         e.wqe_counter.set(qp.rq_ci);
         e.op_own = kCqeRespErr << 4;
         HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={} vendor=0x{:x}", qp.cqn_rcv,
-                   qp.qpn, qp.rq_ci, cqe_syndrome_name(kSyndWrFlush), e.vendor_err_synd);
+                  qp.qpn, qp.rq_ci, cqe_syndrome_name(kSyndWrFlush), e.vendor_err_synd);
         dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
         dev_.qcounters.add(qp.counter_set, QCounter::RespCqeFlushError);
         ++qp.rq_ci;

@@ -273,7 +273,7 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
     const QpState old = qp->state;
     qp->state = t->to;
     HCA_TRACE(dev_, kTrQp, "transition qpn=0x{:x} type={} {}: {} -> {} opt=0x{:x} {}", qpn, qp_type_name(qp->st), t->name,
-               qp_state_name(old), qp_state_name(t->to), in.opt(), in.applied());
+              qp_state_name(old), qp_state_name(t->to), in.opt(), in.applied());
     entered(*qp, old);
 }
 

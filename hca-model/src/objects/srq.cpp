@@ -105,7 +105,7 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
     }
     c.set(out_field, s.srqn);
     HCA_TRACE(dev_, kTrObj, "create_{} srqn=0x{:x} nent={} stride={} pd={} xrcd={} cqn=0x{:x} dbr=0x{:x} lwm={}",
-               srq_kind_name(s.kind), s.srqn, s.nent(), s.stride, s.pd, s.xrcd, s.cqn, s.dbr, s.lwm);
+              srq_kind_name(s.kind), s.srqn, s.nent(), s.stride, s.pd, s.xrcd, s.cqn, s.dbr, s.lwm);
     srqs_.emplace(s.srqn, std::move(s));
     return true;
 }

@@ -85,7 +85,7 @@ void Port::change_state(uint8_t state) {
     const uint8_t old = state_;
     state_ = state;
     HCA_TRACE(dev_, kTrPort, "state port={} {} -> {} lid={} sm_lid={}", num_, state_name(old), state_name(state), lid_,
-               sm_lid_);
+              sm_lid_);
     if (state == pi::kActive) {
         event(kPortEventActive);
     } else if (old == pi::kActive) {
@@ -122,7 +122,7 @@ void Port::set_cap_mask(uint32_t mask) {
 void Port::set_node_desc(const uint8_t *desc64) {
     std::memcpy(node_desc_.data(), desc64, node_desc_.size());
     HCA_TRACE(dev_, kTrPort, "node description \"{}\"",
-               std::string(reinterpret_cast<const char *>(node_desc_.data()),
+              std::string(reinterpret_cast<const char *>(node_desc_.data()),
                            strnlen(reinterpret_cast<const char *>(node_desc_.data()), 64)));
 }
 
@@ -235,7 +235,7 @@ uint16_t Port::set_port_info(uint32_t attr_mod, const uint8_t *d) {
     subnet_timeout_ = d[pi::kClientReregSubnetTimeout] & 0x1f;
     const bool rereg = d[pi::kClientReregSubnetTimeout] >> 7;
     HCA_TRACE(dev_, kTrPort, "set PortInfo port={} lid={} lmc={} sm_lid={} sm_sl={} mtu={} state={} phys={} rereg={}",
-               num_, lid_, lmc_, sm_lid_, sm_sl_, neighbor_mtu_, state, phys, rereg);
+              num_, lid_, lmc_, sm_lid_, sm_sl_, neighbor_mtu_, state, phys, rereg);
     if (phys == 3 || state == pi::kDown) {
         // Link down requested: the link retrains at once and comes back in Init.
         ++counters_.link_downed;
@@ -438,7 +438,7 @@ void Port::cmd_mad_ifc(CmdCtx &c) {
     store_be16(out.data() + mad::kStatus, keep | status);
     std::memcpy(outb.data(), out.data(), mad::kSize);
     HCA_TRACE(dev_, kTrMad, "mad_ifc port={} class=0x{:x} method=0x{:x} attr=0x{:x} mod=0x{:x} status=0x{:x}", port, cls,
-               method, attr, load_be32(in.data() + mad::kAttrMod), status);
+              method, attr, load_be32(in.data() + mad::kAttrMod), status);
 }
 
 void Port::cmd_query_hca_vport_context(CmdCtx &c) {
