@@ -158,8 +158,8 @@ void hca_model_port_connected(HcaModel *m, unsigned port) {
         h.writer.clear();
         m->dev.port_tx_done();
         const iba::link::Hello hello = m->dev.hello(port);
-        HCA_TRACE(m->dev, hca::kTrPort, "link: connected to the fabric; hello node_guid=0x{:016x} port_guid=0x{:016x} port={}",
-                  hello.node_guid, hello.port_guid, hello.port_num);
+        HCA_TRACE(m->dev, port_fabric_connected, .node_guid = hello.node_guid, .port_guid = hello.port_guid,
+                  .port = hello.port_num);
         // The link comes up when the fabric says so (a link-state frame).
         h.port_tx(port, iba::link::hello_frame(hello), {});
     });
@@ -176,8 +176,8 @@ bool hca_model_port_rx(HcaModel *m, unsigned port, const void *bytes, size_t len
             m->dev.port_rx(port, frame.data(), frame.size());
         });
         if (!ok) {
-            HCA_TRACE(m->dev, hca::kTrPort, "link: frame length {} from the fabric breaks the stream; closing it",
-                      h.reader.bad_length());
+            HCA_TRACE(m->dev, port_fabric_bad_frame, .length = h.reader.bad_length(),
+                      .reason = "the frame length breaks the stream; closing it");
         }
     });
     return ok;
@@ -208,7 +208,7 @@ void hca_model_port_link(HcaModel *m, unsigned port, bool up) {
             m->host.connected = false;
             m->host.writer.clear();
             m->host.reader.clear();
-            HCA_TRACE(m->dev, hca::kTrPort, "link: the connection to the fabric is lost");
+            HCA_TRACE(m->dev, port_fabric_lost);
             m->dev.port_tx_done();
         }
         m->dev.port_link(port, up);

@@ -86,9 +86,10 @@ Device::Device(Host &host, const DeviceConfig &cfg)
 }
 
 void Device::reset() {
-    HCA_TRACE(*this, kTrIseg, "reset node_guid=0x{:016x}", node_guid_);
+    HCA_TRACE(*this, iseg_reset, .node_guid = node_guid_);
     if (!cfg_.test_fault.empty()) {
-        HCA_TRACE(*this, kTrGuestErr, "TEST FAULT ACTIVE: {} (a deliberate device bug; --test-fault)", cfg_.test_fault);
+        HCA_TRACE(*this, guest_err_test_fault, .kind = cfg_.test_fault,
+                  .reason = "TEST FAULT ACTIVE: a deliberate device bug (--test-fault)");
     }
     fatal_ = false;
     off_bus_until_ = -1;
@@ -194,7 +195,12 @@ void Device::halt(const std::function<std::string()> &why) noexcept {
         timers_.clear();
         sync_timer();
         if (why) {
-            tracer_.emit(tracer_.on(kTrIseg) ? kTrIseg : kTrGuestErr, now(), "{}", why());
+            const std::string msg = why();
+            if (tracer_.on(kTrIseg)) {
+                tev::iseg_halted{.reason = msg}.emit(tracer_, now());
+            } else if (tracer_.on(kTrGuestErr)) {
+                tev::guest_err_error{.reason = msg}.emit(tracer_, now());
+            }
             tracer_.flush();
         }
     } catch (...) {
@@ -228,7 +234,7 @@ bool Device::off_bus() {
     if (now() < off_bus_until_) {
         return true;
     }
-    HCA_TRACE(*this, kTrIseg, "a new function in the slot: power-on state");
+    HCA_TRACE(*this, iseg_new_function, .reason = "a new function in the slot: power-on state");
     reset();
     return false;
 }
@@ -238,7 +244,7 @@ bool Device::guest_error_budget() {
     const int64_t t = now();
     if (t - guest_error_window_ >= 1'000'000'000) {
         if (guest_errors_in_window_ > 100) {
-            tracer_.emit(kTrGuestErr, t, "suppressed {} guest error lines", guest_errors_in_window_ - 100);
+            HCA_TRACE(*this, guest_err_suppressed, .lines = guest_errors_in_window_ - 100);
         }
         guest_error_window_ = t;
         guest_errors_in_window_ = 0;
@@ -341,7 +347,7 @@ void Device::run() {
     }
     if (rx_refused_ && rx_bytes_ <= kRxLow) {
         rx_refused_ = false;
-        HCA_TRACE(*this, kTrPort, "link: receiving again ({} bytes waiting)", rx_bytes_);
+        HCA_TRACE(*this, port_rx_resumed, .waiting = rx_bytes_);
         host_.port_rx_resume(1);
     }
     tracer_.flush();
@@ -358,7 +364,7 @@ bool Device::link_tx_full() {
             return true;
         }
         tx_waiting_ = false;
-        HCA_TRACE(*this, kTrPort, "link: the link took the backlog; the send queues run again");
+        HCA_TRACE(*this, port_tx_resumed);
         return false;
     }
     if (backlog < kTxHigh) {
@@ -366,7 +372,7 @@ bool Device::link_tx_full() {
     }
     tx_waiting_ = true;
     ++counters.tx_waits;
-    HCA_TRACE(*this, kTrPort, "link: {} bytes wait for the link; the send queues wait until it takes them", backlog);
+    HCA_TRACE(*this, port_tx_blocked, .backlog = backlog);
     return true;
 }
 
@@ -384,7 +390,7 @@ size_t Device::port_rx_room() {
     if (!rx_refused_) {
         rx_refused_ = true;
         ++counters.rx_waits;
-        HCA_TRACE(*this, kTrPort, "link: {} received bytes wait; taking no more until they are handled", rx_bytes_);
+        HCA_TRACE(*this, port_rx_blocked, .waiting = rx_bytes_);
     }
     return 0;
 }
@@ -425,18 +431,17 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     if (tracer_.on(kTrPkt)) {
         iba::PacketView v;
         if (iba::parse(pkt.bytes, v, false) == iba::ParseError::None) {
-            HCA_TRACE(*this, kTrPkt, "send id=0x{:x} qpn=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}{}{}", pkt.id,
-                      src_qpn, iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), vl, pkt.bytes.size(),
-                      wqe_index >= 0 ? fmt::format(" wqe=0x{:x}", wqe_index) : "",
-                      v.grh ? fmt::format(" dgid={}", iba::gid_str(v.grh->dgid)) : "");
+            HCA_TRACE(*this, pkt_send, .id = pkt.id, .qpn = src_qpn, .op = iba::opcode_name(v.opcode()),
+                      .slid = v.slid(), .dlid = dlid, .dqpn = v.dqpn(), .psn = v.psn(), .vl = vl,
+                      .len = pkt.bytes.size(), .wqe = trace_opt(wqe_index >= 0, wqe_index),
+                      .dgid = trace_opt(v.grh ? &v.grh->dgid : nullptr));
         }
     }
     // IBA 7.2: only SMPs (VL15) leave a port that is not Active.
     if (!p.link_up() || (vl != 15 && !p.active())) {
         ++p.counters().xmit_discards;
         ++counters.packets_dropped;
-        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: port {} (link {}, {})", pkt.id, p.num(), p.link_up() ? "up" : "down",
-                  p.active() ? "active" : "not active");
+        HCA_TRACE(*this, pkt_drop, .id = pkt.id, .reason = p.link_up() ? "port not active" : "link down");
         return;
     }
     ++p.counters().xmit_pkts;
@@ -451,7 +456,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
     const bool local = !multicast && dlid != iba::kPermissiveLid && p.owns_lid(dlid);
     const Qp *src = multicast ? qps.find(src_qpn) : nullptr;
     if (src && src->block_lb_mc) {
-        HCA_TRACE(*this, kTrPkt, "mcast id=0x{:x}: no loopback (qpn=0x{:x} has block_lb_mc)", pkt.id, src_qpn);
+        HCA_TRACE(*this, pkt_mcast_no_loopback, .id = pkt.id, .qpn = src_qpn);
     } else if (multicast || local) {
         // The HCA loops packets for its own LID and its multicast groups back
         // to the receive side itself.
@@ -463,7 +468,7 @@ void Device::transmit(Packet &&pkt, uint32_t src_qpn, int32_t wqe_index) {
         }
     }
     if (!cfg_.fabric) {
-        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: dlid {} is not local and there is no fabric", pkt.id, dlid);
+        HCA_TRACE(*this, pkt_drop, .id = pkt.id, .dlid = dlid, .reason = "dlid is not local and there is no fabric");
         return;
     }
     // Packets are built without CRCs; only the link may want them
@@ -522,22 +527,22 @@ void Device::receive(Packet &pkt) {
     if (e != iba::ParseError::None) {
         ++p.counters().rcv_errors;
         ++counters.packets_dropped;
-        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: {} ({} bytes)", pkt.id, iba::parse_error_name(e), pkt.bytes.size());
+        HCA_TRACE(*this, pkt_drop, .id = pkt.id, .len = pkt.bytes.size(), .reason = iba::parse_error_name(e));
         return;
     }
     ++counters.packets_rx;
     const uint16_t dlid = v.dlid();
     const bool multicast = dlid >= iba::kMulticastLidBase && dlid != iba::kPermissiveLid;
-    HCA_TRACE(*this, kTrPkt, "recv id=0x{:x} {} slid={} dlid={} dqpn=0x{:x} psn=0x{:x} vl={} len={}", pkt.id,
-              iba::opcode_name(v.opcode()), v.slid(), dlid, v.dqpn(), v.psn(), v.vl(), pkt.bytes.size());
+    HCA_TRACE(*this, pkt_recv, .id = pkt.id, .op = iba::opcode_name(v.opcode()), .slid = v.slid(), .dlid = dlid,
+              .dqpn = v.dqpn(), .psn = v.psn(), .vl = v.vl(), .len = pkt.bytes.size());
     if (!p.link_up() || (v.vl() != 15 && !p.active())) {
         ++counters.packets_dropped;
-        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: port not active", pkt.id);
+        HCA_TRACE(*this, pkt_drop, .id = pkt.id, .reason = "port not active");
         return;
     }
     if (!multicast && dlid != iba::kPermissiveLid && !p.owns_lid(dlid)) {
         ++p.counters().rcv_errors;
-        HCA_TRACE(*this, kTrPkt, "drop id=0x{:x}: dlid {} is not this port's LID {}", pkt.id, dlid, p.lid());
+        HCA_TRACE(*this, pkt_drop, .id = pkt.id, .dlid = dlid, .lid = p.lid(), .reason = "dlid is not this port's LID");
         return;
     }
     if (v.vl() == 15 && v.dqpn() != 0) {
@@ -559,7 +564,7 @@ void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsig
         guest_error("doorbell write to UAR {} +0x{:x} that is not allocated: ignored", uar, off);
         return;
     }
-    HCA_TRACE(*this, kTrUar, "write uar={} offset=0x{:x} size={} data={}", uar, off, size, HexBytes{{data, size}});
+    HCA_TRACE(*this, uar_write, .uar = uar, .offset = off, .size = size, .data = std::span<const uint8_t>(data, size));
     if (off >= UarTable::kBfRegion) {
         qps.sq_doorbell(uar, off, data, size);
         return;

@@ -31,15 +31,23 @@
 #include "port/port.h"
 #include "timers.h"
 #include "trace/trace.h"
+#include "trace_events.gen.h"
 
-// One trace event of DEV (a Device): the category is tested first, so a
-// disabled one costs a load and a branch, its arguments (names looked up,
-// hex dumps, formatted GIDs) are never evaluated.
-#define HCA_TRACE(dev, cat, ...)                       \
-    do {                                               \
-        if ((dev).tracer().on(cat)) [[unlikely]] {     \
-            (dev).trace(cat, __VA_ARGS__);             \
-        }                                              \
+// One trace event of DEV (a Device): EV is <category>_<event> of
+// hca-model/trace-events, the rest its fields, by name or in order:
+//   HCA_TRACE(dev_, cq_arm, .cqn = cqn, .ci = ci, ...)
+// The category is tested first, so a disabled one costs a load and a branch
+// and the fields (names looked up, hex dumps) are never evaluated.  The
+// event is built in an out-of-line lambda: its fields stay out of the
+// function that traces, which keeps that function as small as without them.
+#define HCA_TRACE(dev, ev, ...)                                                \
+    do {                                                                       \
+        if ((dev).tracer().on(::hca::tev::ev::kCat)) [[unlikely]] {            \
+            [&]() __attribute__((noinline, cold)) {                            \
+                ::hca::tev::ev{__VA_ARGS__}.emit((dev).tracer(), (dev).now()); \
+            }                                                                  \
+            ();                                                                \
+        }                                                                      \
     } while (0)
 
 namespace hca {
@@ -154,16 +162,9 @@ class Device {
     }
     void charge_wqe() { ++run_wqes_; }
 
-    // Through HCA_TRACE (below), so the arguments are not even evaluated
-    // while the category is off.
-    template <typename... Args>
-    void trace(uint32_t cat, fmt::format_string<Args...> f, Args &&...args) {
-        if (tracer_.on(cat)) [[unlikely]] {
-            tracer_.emit(cat, now(), f, std::forward<Args>(args)...);
-        }
-    }
-    // A guest mistake the device detected.  Rate limited so a hostile guest
-    // cannot flood the trace.
+    // A guest mistake the device detected: a "guest_err error" event whose
+    // reason is the message, and QEMU's LOG_GUEST_ERROR when the host asks.
+    // Rate limited so a hostile guest cannot flood the trace.
     template <typename... Args>
     void guest_error(fmt::format_string<Args...> f, Args &&...args) {
         ++counters.guest_errors;
@@ -171,15 +172,13 @@ class Device {
         if ((!traced && !host_logs_errors_) || !guest_error_budget()) [[likely]] {
             return;
         }
-        if (!host_logs_errors_) {
-            tracer_.emit(kTrGuestErr, now(), f, std::forward<Args>(args)...);
-            return;
-        }
         const std::string msg = fmt::format(f, std::forward<Args>(args)...);
         if (traced) {
-            tracer_.emit(kTrGuestErr, now(), "{}", msg);
+            tev::guest_err_error{.reason = msg}.emit(tracer_, now());
         }
-        host_.guest_error(msg);
+        if (host_logs_errors_) {
+            host_.guest_error(msg);
+        }
     }
     Tracer &tracer() { return tracer_; }
     const DeviceConfig &config() const { return cfg_; }

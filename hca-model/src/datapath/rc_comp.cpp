@@ -58,7 +58,7 @@ void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
         }
         --q->rc.retry_left;
         dev_.qcounters.add(q->counter_set, QCounter::LocalAckTimeoutErr);
-        HCA_TRACE(dev_, kTrQp, "ack_timeout qpn=0x{:x} psn=0x{:x} retries_left={}", q->qpn, q->rc.una, q->rc.retry_left);
+        HCA_TRACE(dev_, qp_ack_timeout, .qpn = q->qpn, .psn = q->rc.una, .retries_left = q->rc.retry_left);
         rc_retransmit(*q, q->rc.una);
     });
 }
@@ -74,7 +74,7 @@ bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
         return false;
     }
     --qp.rc.retry_left;
-    HCA_TRACE(dev_, kTrQp, "seq_retry qpn=0x{:x} reason={} retries_left={}", qp.qpn, why, qp.rc.retry_left);
+    HCA_TRACE(dev_, qp_seq_retry, .qpn = qp.qpn, .retries_left = qp.rc.retry_left, .reason = why);
     return true;
 }
 
@@ -83,7 +83,7 @@ bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
 // (a timer or an incoming NAK never sends a whole window at once).
 void QpTable::rc_retransmit(Qp &qp, uint32_t psn) {
     ++qp.rc.retransmits;
-    HCA_TRACE(dev_, kTrQp, "retransmit qpn=0x{:x} from psn=0x{:x} wqes={}", qp.qpn, psn, qp.rc.pending.size());
+    HCA_TRACE(dev_, qp_retransmit, .qpn = qp.qpn, .from_psn = psn, .wqes = qp.rc.pending.size());
     if (psn_diff(psn, qp.rc.tx_psn) < 0) {
         qp.rc.tx_psn = psn;
     }
@@ -223,8 +223,7 @@ void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
     }
     dev_.qcounters.add(qp.counter_set, QCounter::RnrNakRetryErr);
     const int64_t wait = rnr_timer_ns(timer);
-    HCA_TRACE(dev_, kTrQp, "rnr_nak qpn=0x{:x} psn=0x{:x} wait_us={} retries_left={}", qp.qpn, psn, wait / 1000,
-              qp.rc.rnr_left);
+    HCA_TRACE(dev_, qp_rnr_nak, .qpn = qp.qpn, .psn = psn, .wait_us = wait / 1000, .retries_left = qp.rc.rnr_left);
     if (qp.rc.ack_timer) {
         dev_.cancel_timer(qp.rc.ack_timer);
         qp.rc.ack_timer = 0;
@@ -248,7 +247,7 @@ void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
 void QpTable::rc_got_nak(Qp &qp, uint32_t psn, uint8_t code) {
     rc_ack_upto(qp, (psn - 1) & 0xffffff);
     rc_complete(qp);
-    HCA_TRACE(dev_, kTrQp, "nak qpn=0x{:x} psn=0x{:x} code={}", qp.qpn, psn, code);
+    HCA_TRACE(dev_, qp_nak, .qpn = qp.qpn, .psn = psn, .code = code);
     if (code == kNakPsnSeq) {
         if (rc_retry_budget(qp, "PSN sequence NAK")) {
             dev_.qcounters.add(qp.counter_set, QCounter::PacketSeqErr);
@@ -291,8 +290,8 @@ void QpTable::rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const ib
         return;
     }
     if (psn != w.next_resp_psn) {
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: read response psn=0x{:x}, expected 0x{:x}", pkt.id, psn,
-                  w.next_resp_psn);
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .psn = psn, .expected = w.next_resp_psn,
+                  .reason = "read response out of order");
         return;
     }
     if (v.aeth) {
@@ -325,21 +324,22 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     const uint32_t psn = v.psn();
     const uint8_t op = v.opcode() & 0x1f;
     if (qp.state != QpState::Rts && qp.state != QpState::Sqd) {
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: response for qpn=0x{:x} in {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .state = qp_state_name(qp.state),
+                  .reason = "a response for a QP in this state");
         return;
     }
     // Responses to PSNs not outstanding are stale duplicates.
     if (qp.rc.pending.empty() || psn_diff(psn, qp.rc.una) < 0 || psn_diff(psn, qp.next_send_psn) >= 0) {
-        HCA_TRACE(dev_, kTrPkt, "ignore id=0x{:x}: {} psn=0x{:x} outside [0x{:x}, 0x{:x})", pkt.id, iba::opcode_name(op),
-                  psn, qp.rc.una, qp.next_send_psn);
+        HCA_TRACE(dev_, pkt_ignore, .id = pkt.id, .op = iba::opcode_name(op), .psn = psn, .from = qp.rc.una,
+                  .to = qp.next_send_psn);
         return;
     }
     if (op == iba::kAck) {
         const uint8_t syndrome = v.aeth ? static_cast<uint8_t>(v.aeth->syndrome_msn.get() >> 24) : 0;
         switch (syndrome & 0xe0) {
         case kAethAck:
-            HCA_TRACE(dev_, kTrPkt, "ack qpn=0x{:x} psn=0x{:x} msn=0x{:x} id=0x{:x}", qp.qpn, psn,
-                      v.aeth->syndrome_msn.get() & 0xffffff, pkt.id);
+            HCA_TRACE(dev_, pkt_ack, .qpn = qp.qpn, .psn = psn, .msn = v.aeth->syndrome_msn.get() & 0xffffff,
+                      .id = pkt.id);
             rc_got_ack(qp, psn);
             return;
         case kAethRnrNak:

@@ -149,7 +149,7 @@ size_t QpTable::rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
         w.swap_add = a.swap_add.get();
         w.compare = a.compare.get();
         // The operands are in no other line of the trace.
-        HCA_TRACE(dev_, kTrWqe, "  atomic qpn=0x{:x} swap_add=0x{:x} compare=0x{:x}", qp.qpn, w.swap_add, w.compare);
+        HCA_TRACE(dev_, wqe_atomic, .qpn = qp.qpn, .swap_add = w.swap_add, .compare = w.compare);
     }
     return off;
 }
@@ -195,9 +195,8 @@ bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
         const uint32_t mtu = rc_mtu(qp);
         w.npkts = std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
     }
-    HCA_TRACE(dev_, kTrWqe, "  {} qpn=0x{:x} index=0x{:x} len={} raddr=0x{:x} rkey=0x{:x} pkts={}{}",
-              wqe_opcode_name(w.opcode), qp.qpn, w.index, w.length, w.raddr, w.rkey, w.npkts,
-              qp.st == kQpXrc ? fmt::format(" xrc_srqn=0x{:x}", w.xrc_srqn) : "");
+    HCA_TRACE(dev_, wqe_remote, .op = wqe_opcode_name(w.opcode), .qpn = qp.qpn, .index = w.index, .len = w.length,
+              .raddr = w.raddr, .rkey = w.rkey, .pkts = w.npkts, .xrc_srqn = trace_opt(qp.st == kQpXrc, w.xrc_srqn));
     return true;
 }
 
@@ -343,8 +342,7 @@ bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
         return false;
     }
     qp.rc.blocked = true;
-    HCA_TRACE(dev_, kTrWqe, "blocked qpn=0x{:x} index=0x{:x}: fence={} reads outstanding={}", qp.qpn, sw.index, sw.fence,
-              reads);
+    HCA_TRACE(dev_, wqe_blocked, .qpn = qp.qpn, .index = sw.index, .fence = sw.fence, .reads_outstanding = reads);
     return true;
 }
 

@@ -42,9 +42,9 @@ bool from_remote(Device &dev, Qp &qp, const Packet &pkt, const iba::PacketView &
         return true;
     }
     ++qp.dropped;
-    HCA_TRACE(dev, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} slid={}{} is not the QP's remote port (rlid={}{})", pkt.id,
-              qp.qpn, v.slid(), v.grh ? " sgid=" + iba::gid_str(v.grh->sgid) : "", qp.path.rlid,
-              qp.path.grh ? " rgid=" + iba::gid_str(qp.path.rgid) : "");
+    HCA_TRACE(dev, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .slid = v.slid(), .rlid = qp.path.rlid,
+              .sgid = trace_opt(v.grh ? &v.grh->sgid : nullptr), .rgid = trace_opt(qp.path.grh, qp.path.rgid),
+              .reason = "not from the QP's remote port");
     return false;
 }
 
@@ -109,9 +109,15 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     uint8_t aeth[4];
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
     const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
-    HCA_TRACE(dev_, kTrPkt, "{} qpn=0x{:x} psn=0x{:x} syndrome=0x{:02x} msn=0x{:x}",
-              (syndrome & 0xe0) == kAethAck ? "ack_out" : ((syndrome & 0xe0) == kAethRnrNak ? "rnr_nak_out" : "nak_out"),
-              qp.qpn, psn, syndrome, qp.rc.msn);
+    if (dev_.tracer().on(kTrPkt)) [[unlikely]] {
+        auto emit = [&]<typename E>(E) {
+            E{.qpn = qp.qpn, .psn = psn, .syndrome = syndrome, .msn = qp.rc.msn}.emit(dev_.tracer(), dev_.now());
+        };
+        const uint8_t kind = syndrome & 0xe0;
+        kind == kAethAck      ? emit(tev::pkt_ack_out{})
+        : kind == kAethRnrNak ? emit(tev::pkt_rnr_nak_out{})
+                              : emit(tev::pkt_nak_out{});
+    }
     rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
 }
 
@@ -188,10 +194,12 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
     cqe.wqe_counter.set(r.index);
     cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
     ++qp.received;
-    HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={}{}", r.cqn, qp.qpn,
-              opcode == kCqeRespSend ? "RESP_SEND" : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
-              : opcode == kCqeRespWrImm ? "RESP_WR_IMM" : "RESP_SEND_INV",
-              r.index, byte_cnt, PktRef{rx_pkt_});
+    HCA_TRACE(dev_, cqe_cqe, .cqn = r.cqn, .qpn = qp.qpn,
+              .kind = opcode == kCqeRespSend      ? "RESP_SEND"
+                      : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
+                      : opcode == kCqeRespWrImm   ? "RESP_WR_IMM"
+                                                  : "RESP_SEND_INV",
+              .wqe_counter = r.index, .byte_cnt = byte_cnt, .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
     dev_.cqs.post(r.cqn, cqe, v.se());
 }
 
@@ -210,7 +218,8 @@ void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
     const RespState from = qp.rc.resp;
     qp.rc.resp = to;
     if (why && from != to) {
-        HCA_TRACE(dev_, kTrQp, "responder qpn=0x{:x} {} -> {}: {}", qp.qpn, resp_state_name(from), resp_state_name(to), why);
+        HCA_TRACE(dev_, qp_responder, .qpn = qp.qpn, .from = resp_state_name(from), .to = resp_state_name(to),
+                  .reason = why);
     }
 }
 
@@ -218,12 +227,13 @@ void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
 // source)? Others are dropped without an answer.
 bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!qp.receives()) {
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .state = qp_state_name(qp.state),
+                  .reason = "the QP does not take packets in this state");
         return false;
     }
     if ((v.opcode() & 0xe0) != transport_of(qp.st)) {
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: {} packet for a {} QP", pkt.id, iba::opcode_name(v.opcode()),
-                  qp_type_name(qp.st));
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .op = iba::opcode_name(v.opcode()),
+                  .type = qp_type_name(qp.st), .reason = "an opcode of another transport");
         return false;
     }
     if (!dev_.port(qp.path.port).pkey_ok(v.pkey())) {
@@ -357,8 +367,8 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
         const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_, qp.qpn)
                                    : XlatError::Access;
         if (e != XlatError::None) {
-            HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, w.rkey, w.va, w.len,
-                      qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
+            HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = w.rkey, .va = w.va, .len = w.len, .op = "write",
+                      .reason = qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
             if (!uc) {
                 rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
             }
@@ -442,7 +452,8 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         }
         return;
     } else {
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: {} is not a request", pkt.id, iba::opcode_name(v.opcode()));
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .op = iba::opcode_name(v.opcode()),
+                  .reason = "not a request");
     }
     if (!done) {
         return;
@@ -458,8 +469,8 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
 void QpTable::rc_duplicate(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
-    HCA_TRACE(dev_, kTrPkt, "duplicate qpn=0x{:x} psn=0x{:x} expected=0x{:x} {}", qp.qpn, psn, qp.rc.epsn,
-              iba::opcode_name(v.opcode()));
+    HCA_TRACE(dev_, pkt_duplicate, .qpn = qp.qpn, .psn = psn, .expected = qp.rc.epsn,
+              .op = iba::opcode_name(v.opcode()));
     if (op == iba::kReadRequest) {
         rc_read_response(qp, v, false);
     } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
@@ -491,8 +502,9 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         const RcState::ReadReq *r = find_read(qp.rc, 1u << qp.log_rra_max, psn);
         if (!r || npkts > r->npkts - static_cast<uint32_t>(psn_diff(psn, r->psn))) {
             ++qp.dropped;
-            HCA_TRACE(dev_, kTrPkt, "drop qpn=0x{:x}: duplicate RDMA READ psn=0x{:x} of {} packets is {}", qp.qpn, psn,
-                      npkts, r ? "longer than the original" : "outside the responder resources window");
+            HCA_TRACE(dev_, pkt_drop, .qpn = qp.qpn, .op = "RDMA_READ_REQUEST", .psn = psn, .pkts = npkts,
+                      .reason = r ? "a duplicate RDMA READ longer than the original"
+                                  : "a duplicate RDMA READ outside the responder resources window");
             return false;
         }
     }
@@ -505,8 +517,8 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     const XlatError e =
         qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks, qp.qpn) : XlatError::Access;
     if (e != XlatError::None) {
-        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} rkey=0x{:x} va=0x{:x} len={}: {}", qp.qpn, rkey, va, len,
-                  qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
+        HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = rkey, .va = va, .len = len, .op = "read",
+                  .reason = qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
         rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
         return false;
     }
@@ -581,8 +593,10 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
         e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks, qp.qpn);
     }
     if (e != XlatError::None || chunks.size() != 1) {
-        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} atomic rkey=0x{:x} va=0x{:x}: {}", qp.qpn, rkey, va,
-                  !qp.rae ? "atomics not enabled on the QP" : (va & 7) ? "not 8-byte aligned" : xlat_error_name(e));
+        HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = rkey, .va = va, .op = "atomic",
+                  .reason = !qp.rae    ? "atomics not enabled on the QP"
+                            : (va & 7) ? "not 8-byte aligned"
+                                       : xlat_error_name(e));
         rc_resp_error(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0,
                       "atomic access violation");
         return false;

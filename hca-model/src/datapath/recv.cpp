@@ -28,7 +28,8 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
         }
         auto it = mcgs_.find(v.grh->dgid);
         if (it == mcgs_.end()) {
-            HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: no QP attached to {}", pkt.id, iba::gid_str(v.grh->dgid));
+            HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .dgid = v.grh->dgid,
+                      .reason = "no QP attached to the multicast group");
             return;
         }
         const std::set<uint32_t> members = it->second;  // a receive may not change the group
@@ -48,7 +49,7 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
         qp = find(dqpn);
     }
     if (!qp) {
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: no QP 0x{:x}", pkt.id, dqpn);
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = dqpn, .reason = "no such QP");
         return;
     }
     if (!ud) {
@@ -117,21 +118,22 @@ bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     Port &port = dev_.port(qp.path.port);
     if (!qp.receives()) {
         ++qp.dropped;
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} is {}", pkt.id, qp.qpn, qp_state_name(qp.state));
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .state = qp_state_name(qp.state),
+                  .reason = "the QP does not take packets in this state");
         return false;
     }
     const uint32_t qkey = v.deth->qkey.get();
     if (qp.st == kQpQp1 ? qkey != iba::mad::kQp1Qkey : (qp.st == kQpUd && qkey != qp.qkey)) {
         ++port.counters().qkey_violations;
         ++qp.dropped;
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: Q_Key 0x{:x} does not match qpn=0x{:x} (0x{:x})", pkt.id, qkey, qp.qpn,
-                  qp.qkey);
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .qkey = qkey, .expected = qp.qkey,
+                  .reason = "the Q_Key does not match the QP's");
         return false;
     }
     if (qp.st != kQpQp0 && !port.pkey_ok(v.pkey())) {
         ++port.counters().pkey_violations;
         ++qp.dropped;
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: P_Key 0x{:x} not in the table", pkt.id, v.pkey());
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .pkey = v.pkey(), .reason = "the P_Key is not in the table");
         return false;
     }
     return true;
@@ -209,8 +211,9 @@ void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, 
     e.wqe_counter.set(index);
     e.srqn.set(srqn);
     e.op_own = kCqeRespErr << 4;
-    HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
-              cqn, qp.qpn, index, cqe_syndrome_name(synd), synd, e.vendor_err_synd, PktRef{rx_pkt_});
+    HCA_TRACE(dev_, cqe_cqe, .cqn = cqn, .qpn = qp.qpn, .kind = "RESP_ERR", .wqe_counter = index,
+              .syndrome = TraceNamed{cqe_syndrome_name(synd), synd}, .vendor = e.vendor_err_synd,
+              .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
     dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
     dev_.qcounters.add_error_cqe(qp.counter_set, false, synd);
 }
@@ -226,7 +229,7 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!next_recv_wqe(qp, wqe, stride, index, srq)) {
         ++qp.dropped;
         dev_.qcounters.add(qp.counter_set, QCounter::OutOfBuffer);
-        HCA_TRACE(dev_, kTrPkt, "drop id=0x{:x}: qpn=0x{:x} has no receive WQE posted", pkt.id, qp.qpn);
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .reason = "no receive WQE posted");
         return;
     }
     if (!read_recv_sges(wqe, stride, ud_sges_)) {
@@ -261,11 +264,10 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         cqe.l4_l3_hdr_type = f.l4_l3_hdr_type;
     }
     ++qp.received;
-    HCA_TRACE(dev_, kTrCqe,
-              "cqe cqn=0x{:x} qpn=0x{:x} {} wqe_counter=0x{:x} byte_cnt={} slid={} src_qp=0x{:x} sl={} grh={} "
-              "hds_ip_ext=0x{:x}{}",
-              qp.cqn_rcv, qp.qpn, imm ? "RESP_SEND_IMM" : "RESP_SEND", index, byte_cnt, v.slid(),
-              v.deth->sqpn.get() & 0xffffff, v.sl(), v.grh != nullptr, cqe.hds_ip_ext, PktRef{rx_pkt_});
+    HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_rcv, .qpn = qp.qpn, .kind = imm ? "RESP_SEND_IMM" : "RESP_SEND",
+              .wqe_counter = index, .byte_cnt = byte_cnt, .slid = v.slid(), .src_qp = v.deth->sqpn.get() & 0xffffff,
+              .sl = v.sl(), .grh = v.grh != nullptr, .hds_ip_ext = cqe.hds_ip_ext,
+              .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
     dev_.cqs.post(qp.cqn_rcv, cqe, v.se());
 }
 

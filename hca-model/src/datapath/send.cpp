@@ -12,12 +12,6 @@
 
 namespace hca {
 
-namespace {
-
-std::string hex(std::span<const uint8_t> b) { return to_hex(b); }
-
-}  // namespace
-
 // Writes at UAR +0x800.. (hw/mlx5 mlx5r_ring_db(), libmlx5 post_send_db()
 // and mlx5_bf_copy(), mem.c post_send_nop()). The first 8 bytes of a
 // BlueFlame half-buffer are the doorbell: the head of the last posted WQE
@@ -66,9 +60,9 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
     if (cap.got == cap.expected) {
         Qp *qp = find(cap.qpn);
         if (qp && !qp->no_sq && static_cast<uint16_t>(cap.index - qp->sq_ci) < qp->sq_wqebbs()) {
-            HCA_TRACE(dev_, kTrUar, "blueflame uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} bytes={} data={}", uar,
-                      offset - in_buf, cap.qpn, cap.index, cap.expected,
-                      hex({cap.bytes.data(), cap.expected}));
+            HCA_TRACE(dev_, uar_blueflame, .uar = uar, .offset = offset - in_buf, .qpn = cap.qpn,
+                      .wqe_index = cap.index, .bytes = cap.expected,
+                      .data = std::span<const uint8_t>(cap.bytes.data(), cap.expected));
             qp->bf_wqes[cap.index].assign(cap.bytes.begin(), cap.bytes.begin() + cap.expected);
             ++bf_executed_;
             // A bfreg that carries BlueFlame copies alternates its two
@@ -87,8 +81,8 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
     const uint16_t index = static_cast<uint16_t>(head >> 8);
     const uint32_t ds = qpn_ds & 0x3f;
     Qp *qp = find(qpn);
-    HCA_TRACE(dev_, kTrUar, "sq_doorbell uar={} offset=0x{:x} qpn=0x{:x} wqe_index=0x{:x} opcode={} ds={}", uar, offset,
-              qpn, index, wqe_opcode_name(head & 0xff), ds);
+    HCA_TRACE(dev_, uar_sq_doorbell, .uar = uar, .offset = offset, .qpn = qpn, .wqe_index = index,
+              .opcode = wqe_opcode_name(head & 0xff), .ds = ds);
     BfCapture &cap = bf_[buf_key];
     cap.active = false;
     {
@@ -173,8 +167,8 @@ QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t 
             wqe_buf_ = it->second;  // dropped by consume_wqe()
             ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
             bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
-            HCA_TRACE(dev_, kTrWqe, "blueflame qpn=0x{:x} index=0x{:x}: executing the WQE from the BlueFlame write",
-                      qp.qpn, index);
+            HCA_TRACE(dev_, wqe_blueflame, .qpn = qp.qpn, .index = index,
+                      .reason = "executing the WQE from the BlueFlame write");
             return bbs > static_cast<uint16_t>(pi - index) ? Fetch::BadSize : Fetch::Ok;
         }
     }
@@ -231,8 +225,8 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     }
     pi = static_cast<uint16_t>(load_be32(db));
     const uint32_t nbb = qp.sq_wqebbs();
-    HCA_TRACE(dev_, kTrWqe, "dbr qpn=0x{:x} sq_pi=0x{:x} sq_ci=0x{:x} posted={}", qp.qpn, pi, qp.sq_ci,
-              static_cast<uint16_t>(pi - qp.sq_ci));
+    HCA_TRACE(dev_, wqe_dbr, .qpn = qp.qpn, .sq_pi = pi, .sq_ci = qp.sq_ci,
+              .posted = static_cast<uint16_t>(pi - qp.sq_ci));
     if (static_cast<uint16_t>(pi - qp.sq_ci) > nbb) {
         dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
                          pi, nbb, qp.sq_ci);
@@ -300,10 +294,9 @@ void QpTable::process_sq(Qp &qp) {
 // False if the send queue must stop (the QP failed, or the run budget ran
 // out in the middle of a message).
 bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
-    HCA_TRACE(dev_, kTrWqe, "fetch qpn=0x{:x} index=0x{:x} opcode={}(0x{:x}) opmod=0x{:x} ds={} fence={} ce={} se={} "
-              "imm=0x{:08x}",
-              qp.qpn, w.index, wqe_opcode_name(w.opcode), w.opcode, w.opmod, w.bytes.size() / 16, w.fence, w.ce,
-              int{w.solicited}, w.imm);
+    HCA_TRACE(dev_, wqe_fetch, .qpn = qp.qpn, .index = w.index,
+              .opcode = TraceNamed{wqe_opcode_name(w.opcode), w.opcode}, .opmod = w.opmod, .ds = w.bytes.size() / 16,
+              .fence = w.fence, .ce = w.ce, .se = w.solicited, .imm = w.imm);
     if (w.wqe_index != w.index) {
         dev_.guest_error("qpn=0x{:x} WQE at slot 0x{:x} carries index 0x{:x}", qp.qpn, w.index, w.wqe_index);
     }
@@ -391,8 +384,7 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
                 return false;
             }
             const auto bytes = segs.subspan(off + 4, len);
-            HCA_TRACE(dev_, kTrWqe, "  inline qpn=0x{:x} len={} bytes={}", qp.qpn, len,
-                      HexBytes{bytes.first(std::min<uint32_t>(len, 32))});
+            HCA_TRACE(dev_, wqe_inline, .qpn = qp.qpn, .len = len, .bytes = bytes.first(std::min<uint32_t>(len, 32)));
             if (len) {
                 out.sges.push_back({0, out.inline_data.size(), len, true});
                 out.inline_data.insert(out.inline_data.end(), bytes.begin(), bytes.end());
@@ -406,8 +398,7 @@ bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList 
         DataSeg d;
         std::memcpy(&d, segs.data() + off, sizeof(d));
         off += sizeof(DataSeg);
-        HCA_TRACE(dev_, kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
-                  d.byte_count.get());
+        HCA_TRACE(dev_, wqe_data, .qpn = qp.qpn, .lkey = d.lkey.get(), .addr = d.addr.get(), .len = d.byte_count.get());
         if (d.byte_count.get()) {
             out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
         }
@@ -440,8 +431,8 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
         chunks_.clear();
         const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks_);
         if (e != XlatError::None) {
-            HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
-                      s.addr + in_sge, n, xlat_error_name(e));
+            HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .lkey = s.lkey, .addr = s.addr + in_sge, .len = n,
+                      .reason = xlat_error_name(e));
             dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, index, s.lkey,
                              s.addr + in_sge, n, xlat_error_name(e));
             synd = kSyndLocalProt;
@@ -484,8 +475,8 @@ size_t QpTable::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
     eo.cs_flags = e.cs_flags;
     eo.mss = e.mss.get();
     eo.hdr = w.bytes.subspan(hdr_at, hdr_len);
-    HCA_TRACE(dev_, kTrWqe, "  eth qpn=0x{:x} cs_flags=0x{:x} mss={} inline_hdr_sz={} hdr={}", qp.qpn, eo.cs_flags, eo.mss,
-              hdr_len, HexBytes{eo.hdr.first(std::min<size_t>(hdr_len, 64))});
+    HCA_TRACE(dev_, wqe_eth, .qpn = qp.qpn, .cs_flags = eo.cs_flags, .mss = eo.mss, .inline_hdr_sz = hdr_len,
+              .hdr = eo.hdr.first(std::min<size_t>(hdr_len, 64)));
     return end;
 }
 
@@ -560,8 +551,8 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         store_be32(ext + 8, w.imm);
         ext_len = 12;
     }
-    HCA_TRACE(dev_, kTrWqe, "  datagram qpn=0x{:x} dlid={} dqpn=0x{:x} qkey=0x{:x} sl={} grh={}{}", qp.qpn, s.dlid,
-              s.dqpn, qkey, s.sl, s.grh, s.grh ? fmt::format(" dgid={}", iba::gid_str(s.dgid)) : "");
+    HCA_TRACE(dev_, wqe_datagram, .qpn = qp.qpn, .dlid = s.dlid, .dqpn = s.dqpn, .qkey = qkey, .sl = s.sl, .grh = s.grh,
+              .dgid = trace_opt(s.grh, s.dgid));
     if (lso) {
         return send_lso(qp, w, s, {ext, ext_len}, eo, mtu);
     }
@@ -629,8 +620,8 @@ bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<con
         ++qp.sent;
         dev_.transmit(std::move(pkt), qp.qpn, w.index);
     }
-    HCA_TRACE(dev_, kTrWqe, "  lso qpn=0x{:x} index=0x{:x} segments={} mss={} hdr_len={} data={}", qp.qpn, w.index, n,
-              eo.mss, hlen, data);
+    HCA_TRACE(dev_, wqe_lso, .qpn = qp.qpn, .index = w.index, .segments = n, .mss = eo.mss, .hdr_len = hlen,
+              .data = data);
     req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(hlen + data), w.signaled, se);
     return true;
 }
@@ -652,8 +643,8 @@ void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_
         // the tests reach their own checks.
         cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
     }
-    HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} REQ opcode={} wqe_counter=0x{:x} byte_cnt={}{}", qp.cqn_snd, qp.qpn,
-              wqe_opcode_name(wqe_opcode), index, byte_cnt, PktRef{rx_pkt_});
+    HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_snd, .qpn = qp.qpn, .kind = "REQ", .opcode = wqe_opcode_name(wqe_opcode),
+              .wqe_counter = index, .byte_cnt = byte_cnt, .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
     dev_.cqs.post(qp.cqn_snd, cqe, solicited);
 }
 
@@ -664,10 +655,9 @@ void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t sy
     e.s_wqe_opcode_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
     e.wqe_counter.set(index);
     e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
-    HCA_TRACE(dev_, kTrCqe,
-              "cqe cqn=0x{:x} qpn=0x{:x} REQ_ERR opcode={} wqe_counter=0x{:x} syndrome={}(0x{:x}) vendor=0x{:x}{}",
-              qp.cqn_snd, qp.qpn, wqe_opcode_name(wqe_opcode), index, cqe_syndrome_name(syndrome), syndrome,
-              e.vendor_err_synd, PktRef{rx_pkt_});
+    HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_snd, .qpn = qp.qpn, .kind = "REQ_ERR", .opcode = wqe_opcode_name(wqe_opcode),
+              .wqe_counter = index, .syndrome = TraceNamed{cqe_syndrome_name(syndrome), syndrome},
+              .vendor = e.vendor_err_synd, .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
     dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
     dev_.qcounters.add_error_cqe(qp.counter_set, true, syndrome);
 }

@@ -46,23 +46,22 @@ constexpr uint32_t kMaxXltOctowords = 0xffff;
 }  // namespace
 
 void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
-    HCA_TRACE(dev_, kTrWqe, "  umr qpn=0x{:x} index=0x{:x} key=0x{:x} flags={}{}{} mask=0x{:x} xlt_octowords={} "
-              "xlt_offset={}",
-              qp.qpn, index, op.key, (op.flags & UmrOp::kInline) ? "inline" : "pointer",
-              (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckFree      ? ",check_free"
-              : (op.flags & UmrOp::kCheckMask) == UmrOp::kCheckNotFree ? ",check_not_free"
-                                                                        : "",
-              (op.flags & UmrOp::kOffsetEn) ? ",offset" : "", op.mask, octowords, op.xlt_first / 2);
-    HCA_TRACE(dev_, kTrWqe, "  mkey qpn=0x{:x} free={} access={}{}{}{}{} umr_en={} mode={} variant=0x{:x} pd={} "
-              "start=0x{:x} len=0x{:x}{} page={} xlt_oct_size={}",
-              qp.qpn, ifc::get(op.mkc, ifc::mkc::free_), ifc::get(op.mkc, ifc::mkc::lr) ? "r" : "-",
-              ifc::get(op.mkc, ifc::mkc::lw) ? "w" : "-", ifc::get(op.mkc, ifc::mkc::rr) ? "R" : "-",
-              ifc::get(op.mkc, ifc::mkc::rw) ? "W" : "-", ifc::get(op.mkc, ifc::mkc::a) ? "A" : "-",
-              ifc::get(op.mkc, ifc::mkc::umr_en), ifc::get(op.mkc, ifc::mkc::access_mode_1_0),
-              ifc::get(op.mkc, ifc::mkc::mkey_7_0), ifc::get(op.mkc, ifc::mkc::pd),
-              ifc::get(op.mkc, ifc::mkc::start_addr), ifc::get(op.mkc, ifc::mkc::len),
-              ifc::get(op.mkc, ifc::mkc::length64) ? " (length64)" : "", ifc::get(op.mkc, ifc::mkc::log_page_size),
-              ifc::get(op.mkc, ifc::mkc::translations_octword_size));
+    const uint32_t check = op.flags & UmrOp::kCheckMask;
+    const std::string flags = fmt::format("{}{}{}", (op.flags & UmrOp::kInline) ? "inline" : "pointer",
+                                          check == UmrOp::kCheckFree      ? ",check_free"
+                                          : check == UmrOp::kCheckNotFree ? ",check_not_free"
+                                                                          : "",
+                                          (op.flags & UmrOp::kOffsetEn) ? ",offset" : "");
+    HCA_TRACE(dev_, wqe_umr, .qpn = qp.qpn, .index = index, .key = op.key, .flags = flags, .mask = op.mask,
+              .xlt_octowords = octowords, .xlt_offset = op.xlt_first / 2);
+    auto f = [&](auto field) { return ifc::get(op.mkc, field); };
+    HCA_TRACE(
+        dev_, wqe_mkey, .qpn = qp.qpn, .free = f(ifc::mkc::free_),
+        .access = access_letters(f(ifc::mkc::lr), f(ifc::mkc::lw), f(ifc::mkc::rr), f(ifc::mkc::rw), f(ifc::mkc::a)),
+        .umr_en = f(ifc::mkc::umr_en), .mode = f(ifc::mkc::access_mode_1_0), .variant = f(ifc::mkc::mkey_7_0),
+        .pd = f(ifc::mkc::pd), .start = f(ifc::mkc::start_addr), .len = f(ifc::mkc::len),
+        .length64 = f(ifc::mkc::length64) != 0, .page = f(ifc::mkc::log_page_size),
+        .xlt_oct_size = f(ifc::mkc::translations_octword_size));
 }
 
 // The translation entries a UMR WQE points at with one data segment (at
@@ -77,8 +76,7 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     }
     DataSeg d;
     std::memcpy(&d, seg.data(), sizeof(d));
-    HCA_TRACE(dev_, kTrWqe, "  data qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}", qp.qpn, d.lkey.get(), d.addr.get(),
-              d.byte_count.get());
+    HCA_TRACE(dev_, wqe_data, .qpn = qp.qpn, .lkey = d.lkey.get(), .addr = d.addr.get(), .len = d.byte_count.get());
     if (d.byte_count.get() < bytes) {
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: pointer to {} bytes for {} translation octowords", qp.qpn,
                          index, d.byte_count.get(), bytes / 16);
@@ -90,8 +88,8 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     chunks_.clear();
     const XlatError e = dev_.mkeys.translate(d.lkey.get(), pd, d.addr.get(), bytes, kAccLocalRead, chunks_);
     if (e != XlatError::None) {
-        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, d.lkey.get(),
-                  d.addr.get(), bytes, xlat_error_name(e));
+        HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .lkey = d.lkey.get(), .addr = d.addr.get(), .len = bytes,
+                  .reason = xlat_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} translation list lkey=0x{:x}: {}", qp.qpn, index, d.lkey.get(),
                          xlat_error_name(e));
         synd = kSyndLocalProt;
@@ -157,7 +155,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
     }
     const UmrError e = dev_.mkeys.umr(op, qp.st == kQpRegUmr ? nullptr : &qp.pd);
     if (e != UmrError::None) {
-        HCA_TRACE(dev_, kTrMkey, "fail qpn=0x{:x} umr key=0x{:x}: {}", qp.qpn, op.key, umr_error_name(e));
+        HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .key = op.key, .op = "umr", .reason = umr_error_name(e));
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x} on key 0x{:x}: {}", qp.qpn, w.index, op.key, umr_error_name(e));
         synd = malformed(e) ? kSyndLocalQpOp : e == UmrError::BindMr ? kSyndMwBind : kSyndLocalProt;
         return false;

@@ -362,7 +362,7 @@ uint32_t FaultTable::arm(std::string_view spec) {
     const int64_t t = dev_.now();
     f.from_ns = t + f.after_ns;
     f.until_ns = f.window_ns ? f.from_ns + f.window_ns : INT64_MAX;
-    HCA_TRACE(dev_, kTrFault, "armed id={} kind={} {}", f.id, fault_info(f.kind).name, f.text);
+    HCA_TRACE(dev_, fault_armed, .id = f.id, .kind = fault_info(f.kind).name, .spec = f.text);
     const uint32_t id = f.id;
     if (fault_info(f.kind).event) {
         if (f.after_ns == 0) {
@@ -384,8 +384,8 @@ bool FaultTable::clear(uint32_t id) {
     if (it == faults_.end()) {
         return false;
     }
-    HCA_TRACE(dev_, kTrFault, "cleared id={} kind={} matches={} fired={}", it->id, fault_info(it->kind).name, it->matches,
-              it->fired);
+    HCA_TRACE(dev_, fault_cleared, .id = it->id, .kind = fault_info(it->kind).name, .matches = it->matches,
+              .fired = it->fired);
     faults_.erase(it);
     update_mask();
     return true;
@@ -402,7 +402,8 @@ void FaultTable::drop_waiting() {
         if (!fault_info(f.kind).event) {
             return false;
         }
-        HCA_TRACE(dev_, kTrFault, "dropped id={} kind={}: reset before its after= time", f.id, fault_info(f.kind).name);
+        HCA_TRACE(dev_, fault_dropped, .id = f.id, .kind = fault_info(f.kind).name,
+                  .reason = "reset before its after= time");
         return true;
     });
 }
@@ -480,8 +481,8 @@ const Fault *FaultTable::match(FaultKind k, const FaultSite &site) {
             continue;
         }
         if (t >= f.until_ns) {
-            HCA_TRACE(dev_, kTrFault, "expired id={} kind={} matches={} fired={}", f.id, fault_info(k).name, f.matches,
-                      f.fired);
+            HCA_TRACE(dev_, fault_expired, .id = f.id, .kind = fault_info(k).name, .matches = f.matches,
+                      .fired = f.fired);
             faults_.erase(faults_.begin() + static_cast<ptrdiff_t>(i));
             update_mask();
             --i;
@@ -510,9 +511,9 @@ const Fault *FaultTable::match(FaultKind k, const FaultSite &site) {
 }
 
 void FaultTable::fired(const Fault &f, std::string_view what) {
-    HCA_TRACE(dev_, kTrFault, "fired id={} kind={} n={} {}", f.id, fault_info(f.kind).name, f.fired, what);
+    HCA_TRACE(dev_, fault_fired, .id = f.id, .kind = fault_info(f.kind).name, .n = f.fired, .what = what);
     if (&f == &last_ && last_retired_) {
-        HCA_TRACE(dev_, kTrFault, "retired id={} kind={} after {} firing(s)", f.id, fault_info(f.kind).name, f.fired);
+        HCA_TRACE(dev_, fault_retired, .id = f.id, .kind = fault_info(f.kind).name, .firings = f.fired);
         last_retired_ = false;
     }
 }
@@ -540,7 +541,7 @@ void FaultTable::act(uint32_t id) {
         store_be32(d.raw + 4, static_cast<uint32_t>(f.npages));  // mlx5_eqe_page_req: func_id 0, num_pages
         dev_.fw.page_request(f.npages);
         if (!dev_.eqs.post_event(kEventPageRequest, 0, d)) {
-            HCA_TRACE(dev_, kTrFault, "not delivered id={}: no EQ takes page requests", f.id);
+            HCA_TRACE(dev_, fault_not_delivered, .id = f.id, .reason = "no EQ takes page requests");
         }
         return;
     }
@@ -548,7 +549,7 @@ void FaultTable::act(uint32_t id) {
         const uint32_t qpn = static_cast<uint32_t>(f.scope.qpn);
         Qp *qp = dev_.qps.find(qpn);
         if (!qp) {
-            HCA_TRACE(dev_, kTrFault, "not delivered id={}: no QP 0x{:x}", f.id, qpn);
+            HCA_TRACE(dev_, fault_not_delivered, .id = f.id, .qpn = qpn, .reason = "no such QP");
             return;
         }
         fired(f, fmt::format("qp event type=0x{:x} qpn=0x{:x}", f.type, qpn));
@@ -561,7 +562,7 @@ void FaultTable::act(uint32_t id) {
     case FaultKind::SrqEvent: {
         const uint32_t srqn = static_cast<uint32_t>(f.srqn);
         if (!dev_.srqs.find(srqn)) {
-            HCA_TRACE(dev_, kTrFault, "not delivered id={}: no SRQ 0x{:x}", f.id, srqn);
+            HCA_TRACE(dev_, fault_not_delivered, .id = f.id, .srqn = srqn, .reason = "no such SRQ");
             return;
         }
         fired(f, fmt::format("srq event type=0x{:x} srqn=0x{:x}", f.type, srqn));
@@ -572,7 +573,7 @@ void FaultTable::act(uint32_t id) {
         const uint32_t cqn = static_cast<uint32_t>(f.scope.cqn);
         Cq *cq = dev_.cqs.find(cqn);
         if (!cq) {
-            HCA_TRACE(dev_, kTrFault, "not delivered id={}: no CQ 0x{:x}", f.id, cqn);
+            HCA_TRACE(dev_, fault_not_delivered, .id = f.id, .cqn = cqn, .reason = "no such CQ");
             return;
         }
         fired(f, fmt::format("cq error syndrome={} cqn=0x{:x}", f.syndrome, cqn));
@@ -597,7 +598,7 @@ void FaultTable::act(uint32_t id) {
                                    f.power, f.watts)
                      : fmt::format("general event subtype=0x{:x}", f.subtype));
         if (!dev_.eqs.post_event(kEventGeneral, f.subtype, EqeData::port_state(1))) {
-            HCA_TRACE(dev_, kTrFault, "not delivered id={}: no EQ takes general events", f.id);
+            HCA_TRACE(dev_, fault_not_delivered, .id = f.id, .reason = "no EQ takes general events");
         }
         return;
     }

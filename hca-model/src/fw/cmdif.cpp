@@ -11,7 +11,7 @@ namespace hca {
 void CommandInterface::reset() { pending_ = 0; }
 
 void CommandInterface::ring(uint32_t bits) {
-    HCA_TRACE(dev_, kTrCmd, "doorbell bits=0x{:08x}", bits);
+    HCA_TRACE(dev_, cmd_doorbell, .bits = bits);
     pending_ |= bits;
     dev_.schedule();
 }
@@ -173,12 +173,12 @@ bool CommandInterface::execute(unsigned slot) {
                          opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, ctx.error, status_name(ctx.status),
                          static_cast<unsigned>(ctx.status), ctx.syndrome);
     }
-    HCA_TRACE(dev_, kTrCmd, "done slot={} opcode={}(0x{:x}) op_mod=0x{:x} inlen={} outlen={} status={}(0x{:x}) "
-              "syndrome=0x{:08x} delivery=0x{:x} ns={}",
-              slot, opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, inlen, outlen, status_name(ctx.status),
-              static_cast<unsigned>(ctx.status), ctx.syndrome, static_cast<unsigned>(deliv), took);
-    HCA_TRACE(dev_, kTrCmdData, "in slot={} bytes={}", slot, to_hex(in));
-    HCA_TRACE(dev_, kTrCmdData, "out slot={} bytes={}", slot, to_hex(out));
+    HCA_TRACE(dev_, cmd_done, .slot = slot, .opcode = TraceNamed{opcode_name(ctx.opcode), ctx.opcode},
+              .op_mod = ctx.op_mod, .inlen = inlen, .outlen = outlen,
+              .status = TraceNamed{status_name(ctx.status), ctx.status}, .syndrome = ctx.syndrome, .delivery = deliv,
+              .ns = took);
+    HCA_TRACE(dev_, cmd_data_in, .slot = slot, .bytes = in);
+    HCA_TRACE(dev_, cmd_data_out, .slot = slot, .bytes = out);
     return fault.what != Injected::Delay && !ctx.suppress_eqe;
 }
 
@@ -223,7 +223,7 @@ void CommandInterface::complete_later(int64_t delay_ns, unsigned slot, uint64_t 
                                       bool eqe) {
     dev_.add_timer(delay_ns, [this, slot, lay_addr, status_own, eqe] {
         dev_.dma_write(lay_addr + kLayStatusOwn, &status_own, 1);
-        HCA_TRACE(dev_, kTrCmd, "delayed completion slot={} delivery=0x{:x}", slot, status_own >> 1);
+        HCA_TRACE(dev_, cmd_delayed_completion, .slot = slot, .delivery = status_own >> 1);
         if (eqe) {
             dev_.eqs.post_cmd_completion(1u << slot);
         }

@@ -15,9 +15,9 @@ void Firmware::drop_hca_objects() {
     const size_t objs = dev_.qps.count() + dev_.srqs.count() + dev_.cqs.count() + dev_.mkeys.count() +
                         dev_.pds.pds() + dev_.pds.xrcds() + dev_.eqs.count() + dev_.uars.in_use();
     if (objs) {
-        HCA_TRACE(dev_, kTrCmd, "teardown drops qps={} srqs={} cqs={} mkeys={} pds={} xrcds={} eqs={} uars={}",
-                  dev_.qps.count(), dev_.srqs.count(), dev_.cqs.count(), dev_.mkeys.count(), dev_.pds.pds(),
-                  dev_.pds.xrcds(), dev_.eqs.count(), dev_.uars.in_use());
+        HCA_TRACE(dev_, cmd_teardown_drops, .qps = dev_.qps.count(), .srqs = dev_.srqs.count(), .cqs = dev_.cqs.count(),
+                  .mkeys = dev_.mkeys.count(), .pds = dev_.pds.pds(), .xrcds = dev_.pds.xrcds(),
+                  .eqs = dev_.eqs.count(), .uars = dev_.uars.in_use());
     }
     dev_.drop_objects();
 }
@@ -31,7 +31,7 @@ void Firmware::enable_hca(CmdCtx &c) {
     if (state_ != HcaState::Disabled) {
         // A driver that lost its state (crash, kexec) starts over: the
         // function is reset as a fresh enable would find it.
-        HCA_TRACE(dev_, kTrCmd, "enable_hca on an enabled function: resetting it");
+        HCA_TRACE(dev_, cmd_enable_hca_reset, .reason = "ENABLE_HCA on an enabled function: resetting it");
         drop_hca_objects();
         pages_.clear();
         caps_.reset();
@@ -101,8 +101,8 @@ void Firmware::set_hca_cap(CmdCtx &c) {
         c.fail(Status::BAD_PARAM, "SET_HCA_CAP refused: {}", why);
         return;
     }
-    HCA_TRACE(dev_, kTrCmd, "set_hca_cap type=0x{:x} log_max_qp={} pkey_table_size={}", type,
-              caps_.gen(ifc::cmd_hca_cap::log_max_qp), caps_.gen(ifc::cmd_hca_cap::pkey_table_size));
+    HCA_TRACE(dev_, cmd_set_hca_cap, .type = type, .log_max_qp = caps_.gen(ifc::cmd_hca_cap::log_max_qp),
+              .pkey_table_size = caps_.gen(ifc::cmd_hca_cap::pkey_table_size));
 }
 
 void Firmware::init_hca(CmdCtx &c) {
@@ -135,7 +135,7 @@ void Firmware::set_driver_version(CmdCtx &c) {
     auto in = c.in_block(ifc::set_driver_version_in::driver_version);
     const size_t n = std::min<size_t>(in.size(), ifc::set_driver_version_in::driver_version.bytes());
     driver_version_.assign(reinterpret_cast<const char *>(in.data()), strnlen(reinterpret_cast<const char *>(in.data()), n));
-    HCA_TRACE(dev_, kTrCmd, "driver_version \"{}\"", driver_version_);
+    HCA_TRACE(dev_, cmd_driver_version, .version = driver_version_);
 }
 
 void Firmware::query_adapter(CmdCtx &c) {

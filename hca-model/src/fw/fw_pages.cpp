@@ -42,14 +42,14 @@ void Firmware::query_pages(CmdCtx &c) {
     pages_wanted_ = n;
     c.set(ifc::query_pages_out::function_id, 0);
     c.set(ifc::query_pages_out::num_pages, static_cast<uint32_t>(n));
-    HCA_TRACE(dev_, kTrPages, "query op_mod={} num_pages={} held={}", c.op_mod, n, pages_.size());
+    HCA_TRACE(dev_, pages_query, .op_mod = c.op_mod, .num_pages = n, .held = pages_.size());
 }
 
 void Firmware::page_request(int32_t npages) {
     if (npages > 0) {
         pages_wanted_ += npages;
     }
-    HCA_TRACE(dev_, kTrPages, "request num_pages={} held={}", npages, pages_.size());
+    HCA_TRACE(dev_, pages_request, .num_pages = npages, .held = pages_.size());
 }
 
 void Firmware::manage_pages(CmdCtx &c) {
@@ -60,7 +60,7 @@ void Firmware::manage_pages(CmdCtx &c) {
     const uint32_t n = static_cast<uint32_t>(c.get(ifc::manage_pages_in::input_num_entries));
     switch (c.op_mod) {
     case kManageAllocFail:
-        HCA_TRACE(dev_, kTrPages, "driver could not allocate {} pages", n);
+        HCA_TRACE(dev_, pages_alloc_fail, .num_pages = n);
         pages_wanted_ = 0;
         return;
     case kManageGive: {
@@ -86,7 +86,7 @@ void Firmware::manage_pages(CmdCtx &c) {
             pages_.push_back(load_be64(pas.data() + i * 8));
         }
         pages_wanted_ = std::max<int32_t>(0, pages_wanted_ - static_cast<int32_t>(n));
-        HCA_TRACE(dev_, kTrPages, "give num={} held={}", n, pages_.size());
+        HCA_TRACE(dev_, pages_give, .num = n, .held = pages_.size());
         return;
     }
     case kManageTake: {
@@ -98,7 +98,7 @@ void Firmware::manage_pages(CmdCtx &c) {
             pages_.pop_back();
         }
         c.set(ifc::manage_pages_out::output_num_entries, take);
-        HCA_TRACE(dev_, kTrPages, "take asked={} returned={} held={}", n, take, pages_.size());
+        HCA_TRACE(dev_, pages_take, .asked = n, .returned = take, .held = pages_.size());
         return;
     }
     default:

@@ -103,7 +103,7 @@ void InitSeg::write32(uint32_t off, uint32_t value) {
     switch (off) {
     case kCmdqAddrH:
         cmdq_h_ = value;
-        HCA_TRACE(dev_, kTrIseg, "cmdq_addr_h value=0x{:08x}", value);
+        HCA_TRACE(dev_, iseg_cmdq_addr_h, .value = value);
         return;
     case kCmdqAddrLSz: {
         // The driver writes the 4 KiB aligned address; log size and stride
@@ -117,8 +117,8 @@ void InitSeg::write32(uint32_t off, uint32_t value) {
             // reset, and the firmware comes back with nic_interface disabled
             // and the health counter running, which mlx5_error_sw_reset()
             // and wait_vital() wait for.
-            HCA_TRACE(dev_, kTrIseg, "nic_interface {} -> {}: firmware reset for recovery (health syndrome 0x{:02x})",
-                      nic_interface_, nic, synd_);
+            HCA_TRACE(dev_, iseg_nic_interface, .from = nic_interface_, .to = nic, .health_syndrome = synd_,
+                      .reason = "firmware reset for recovery");
             dev_.reset();
             return;
         }
@@ -127,10 +127,10 @@ void InitSeg::write32(uint32_t off, uint32_t value) {
         }
         cmdq_l_ = value & ~0xfffu;
         if (nic != nic_interface_) {
-            HCA_TRACE(dev_, kTrIseg, "nic_interface {} -> {}", nic_interface_, nic);
+            HCA_TRACE(dev_, iseg_nic_interface, .from = nic_interface_, .to = nic);
         }
         nic_interface_ = nic;
-        HCA_TRACE(dev_, kTrIseg, "cmdq_addr_l value=0x{:08x} cmdq=0x{:x}", value, cmdq_addr());
+        HCA_TRACE(dev_, iseg_cmdq_addr_l, .value = value, .cmdq = cmdq_addr());
         return;
     }
     case kCmdDbell:

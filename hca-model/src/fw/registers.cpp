@@ -79,7 +79,7 @@ void Registers::access(CmdCtx &c) {
     RegAccess r{c, write, static_cast<uint32_t>(c.get(ifc::access_register_in::argument)), req, out};
     (this->*desc->handler)(r);
     if (c.ok()) {
-        HCA_TRACE(dev_, kTrCmd, "access_reg {} {} argument=0x{:x}", desc->name, write ? "write" : "read", r.argument);
+        HCA_TRACE(dev_, cmd_access_reg, .reg = desc->name, .dir = write ? "write" : "read", .argument = r.argument);
     }
 }
 

@@ -95,7 +95,7 @@ void QCounterTable::cmd_alloc(CmdCtx &c) {
     counts_[*set] = {};
     live_.set(*set);
     c.set(ifc::alloc_q_counter_out::counter_set_id, *set);
-    HCA_TRACE(dev_, kTrObj, "alloc_q_counter set={} uid={}", *set, c.get(ifc::alloc_q_counter_in::uid));
+    HCA_TRACE(dev_, obj_alloc_q_counter, .set = *set, .uid = c.get(ifc::alloc_q_counter_in::uid));
 }
 
 void QCounterTable::cmd_dealloc(CmdCtx &c) {
@@ -105,7 +105,7 @@ void QCounterTable::cmd_dealloc(CmdCtx &c) {
         return;
     }
     live_.reset(set);
-    HCA_TRACE(dev_, kTrObj, "dealloc_q_counter set={}", set);
+    HCA_TRACE(dev_, obj_dealloc_q_counter, .set = set);
 }
 
 void QCounterTable::cmd_query(CmdCtx &c) {

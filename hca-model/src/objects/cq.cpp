@@ -77,8 +77,8 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     }
     cq.cqn = *cqn;
     c.set(ifc::create_cq_out::cqn, cq.cqn);
-    HCA_TRACE(dev_, kTrObj, "create_cq cqn=0x{:x} nent={} cqe={}B eqn={} uar={} dbr=0x{:x} pages={} uid={}", cq.cqn,
-              cq.nent(), cq.stride, cq.eqn, cq.uar, cq.dbr, cq.buf.npages(), cq.uid);
+    HCA_TRACE(dev_, obj_create_cq, .cqn = cq.cqn, .nent = cq.nent(), .cqe_size = cq.stride, .eqn = cq.eqn,
+              .uar = cq.uar, .dbr = cq.dbr, .pages = cq.buf.npages(), .uid = cq.uid);
     cqs_.emplace(cq.cqn, std::move(cq));
 }
 
@@ -93,14 +93,14 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
         c.fail(Status::RES_BUSY, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
         return;
     }
-    HCA_TRACE(dev_, kTrObj, "destroy_cq cqn=0x{:x} cqes={} events={}", cqn, it->second.cqes, it->second.events);
+    HCA_TRACE(dev_, obj_destroy_cq, .cqn = cqn, .cqes = it->second.cqes, .events = it->second.events);
     if (it->second.mod_timer) {
         dev_.cancel_timer(it->second.mod_timer);
     }
     if (it->second.hold_timer) {
         // Held CQEs go with their CQ: nothing is written after the destroy.
         dev_.cancel_timer(it->second.hold_timer);
-        HCA_TRACE(dev_, kTrFault, "cqe-delay cqn=0x{:x}: {} held CQEs dropped with the CQ", cqn, it->second.held.size());
+        HCA_TRACE(dev_, fault_cqe_delay_dropped, .cqn = cqn, .held = it->second.held.size());
     }
     cqs_.erase(it);
     ids_.release(cqn);
@@ -178,8 +178,8 @@ void CqTable::cmd_modify_cq(CmdCtx &c) {
     if (select & kModifyOverrun) {
         cq->oi = c.get(ifc::in(ctx, cqc::oi));
     }
-    HCA_TRACE(dev_, kTrObj, "modify_cq cqn=0x{:x} moderation period={}us count={} oi={}", cqn, cq->period_us, cq->max_count,
-              cq->oi);
+    HCA_TRACE(dev_, obj_modify_cq_moderation, .cqn = cqn, .period_us = cq->period_us, .count = cq->max_count,
+              .oi = cq->oi);
 }
 
 // Resize (hw/cq.c mlx5_ib_resize_cq(), libmlx5 mlx5_resize_cq()): a RESIZE
@@ -222,8 +222,8 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
         c.fail(Status::INT_ERR, "the old CQ buffer cannot take the RESIZE CQE");
         return;
     }
-    HCA_TRACE(dev_, kTrObj, "modify_cq cqn=0x{:x} resize {} -> {} entries at pi=0x{:x} ({} unpolled)", cq.cqn, cq.nent(),
-              1u << log_size, at & 0xffffff, outstanding);
+    HCA_TRACE(dev_, obj_resize_cq, .cqn = cq.cqn, .from = cq.nent(), .to = 1u << log_size, .pi = at & 0xffffff,
+              .unpolled = outstanding);
     cq.buf = std::move(buf);
     cq.log_size = log_size;
     cq.log_page_size = log_page_size;
@@ -262,8 +262,8 @@ void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
     }
     cq->ci_seen = ci;
     cq->arm = sol ? Cq::Arm::Solicited : Cq::Arm::Next;
-    HCA_TRACE(dev_, kTrCqe, "arm cqn=0x{:x} ci=0x{:x} {} sn={} pending={}", cqn, ci, sol ? "solicited" : "next", dw0 >> 28,
-              (cq->pi - ci) & 0xffffff);
+    HCA_TRACE(dev_, cqe_arm, .cqn = cqn, .ci = ci, .arm = sol ? "solicited" : "next", .sn = dw0 >> 28,
+              .pending = (cq->pi - ci) & 0xffffff);
     // CQEs the driver has not polled yet: an event right away, or the
     // driver would sleep on them (hw/cq.c mlx5_ib_arm_cq()).
     if (((cq->pi - ci) & 0xffffff) != 0) {
@@ -341,7 +341,7 @@ void CqTable::release(Cq &cq, const char *why) {
         dev_.cancel_timer(cq.hold_timer);
         cq.hold_timer = 0;
     }
-    HCA_TRACE(dev_, kTrFault, "cqe-delay cqn=0x{:x}: {}: {} held CQEs written", cq.cqn, why, cq.held.size());
+    HCA_TRACE(dev_, fault_cqe_delay_released, .cqn = cq.cqn, .held = cq.held.size(), .reason = why);
     std::deque<Cq::Held> held = std::move(cq.held);
     cq.held.clear();
     for (Cq::Held &h : held) {

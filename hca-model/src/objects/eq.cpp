@@ -90,8 +90,8 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
         c.suppress_eqe = true;
     }
     c.set(ifc::create_eq_out::eq_number, eqn);
-    HCA_TRACE(dev_, kTrEq, "create eqn={} nent={} uar={} intr={} log_page_size={} pages={} events=0x{}", eqn,
-              eq.nent(), uar, intr, log_page_size, eq.buf.npages(), to_hex(mask.first(std::min<size_t>(32, mask.size()))));
+    HCA_TRACE(dev_, eq_create, .eqn = eqn, .nent = eq.nent(), .uar = uar, .intr = intr, .log_page_size = log_page_size,
+              .pages = eq.buf.npages(), .events = mask.first(std::min<size_t>(32, mask.size())));
     eqs_.emplace(eqn, std::move(eq));
 }
 
@@ -102,7 +102,7 @@ void EqTable::cmd_destroy_eq(CmdCtx &c) {
         c.fail(Status::BAD_RES, "EQ {} does not exist", eqn);
         return;
     }
-    HCA_TRACE(dev_, kTrEq, "destroy eqn={} eqes={} interrupts={}", eqn, it->second.eqes, it->second.interrupts);
+    HCA_TRACE(dev_, eq_destroy, .eqn = eqn, .eqes = it->second.eqes, .interrupts = it->second.interrupts);
     eqs_.erase(it);
 }
 
@@ -139,7 +139,7 @@ void EqTable::fire(Eq &eq, int32_t type, int64_t cqn) {
         return;
     }
     ++eq.interrupts;
-    HCA_TRACE(dev_, kTrIrq, "msix vector={} eqn={}", eq.intr, eq.eqn);
+    HCA_TRACE(dev_, irq_msix, .vector = eq.intr, .eqn = eq.eqn);
     dev_.msix(eq.intr);
 }
 
@@ -162,7 +162,7 @@ void EqTable::doorbell(uint32_t uar, bool arm, uint32_t value) {
                          eq->pi & 0xffffff);
     }
     eq->ci = ci;
-    HCA_TRACE(dev_, kTrEq, "doorbell eqn={} ci=0x{:x} arm={} outstanding={}", eqn, ci, arm, eq->outstanding());
+    HCA_TRACE(dev_, eq_doorbell, .eqn = eqn, .ci = ci, .arm = arm, .outstanding = eq->outstanding());
     if (arm) {
         eq->armed = true;
         // EQEs the driver has not consumed yet: interrupt right away.
@@ -239,11 +239,11 @@ bool EqTable::post(uint32_t eqn, uint8_t type, uint8_t sub_type, const EqeData &
         return false;
     }
     if (type == kEventComp) {
-        HCA_TRACE(dev_, kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} cqn=0x{:x}", eqn, eq->pi & 0xffffff,
-                  type, sub_type, data.comp.cqn.get() & 0xffffff);
+        HCA_TRACE(dev_, eq_eqe, .eqn = eqn, .index = eq->pi & 0xffffff, .type = type, .sub_type = sub_type,
+                  .cqn = data.comp.cqn.get() & 0xffffff);
     } else {
-        HCA_TRACE(dev_, kTrEq, "eqe eqn={} index=0x{:x} type=0x{:x} sub_type=0x{:x} data={}", eqn, eq->pi & 0xffffff, type,
-                  sub_type, to_hex(data.raw));
+        HCA_TRACE(dev_, eq_eqe, .eqn = eqn, .index = eq->pi & 0xffffff, .type = type, .sub_type = sub_type,
+                  .data = data.raw);
     }
     ++eq->pi;
     ++eq->eqes;

@@ -171,16 +171,15 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
 bool MkeyTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) {
     auto it = mkeys_.find(key >> 8);
     if (it == mkeys_.end() || it->second.variant != (key & 0xff) || it->second.pd != pd) {
-        HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x} refused", key);
+        HCA_TRACE(dev_, mkey_invalidate_refused, .key = key);
         return false;
     }
     if (it->second.qpn != kAnyQpn && it->second.qpn != qpn) {
-        HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x} refused: a window bound to qpn=0x{:x}, not 0x{:x}", key,
-                  it->second.qpn, qpn);
+        HCA_TRACE(dev_, mkey_invalidate_refused, .key = key, .bound_qpn = it->second.qpn, .qpn = qpn);
         return false;
     }
     it->second.free = true;
-    HCA_TRACE(dev_, kTrMkey, "invalidate key=0x{:x}", key);
+    HCA_TRACE(dev_, mkey_invalidate, .key = key);
     return true;
 }
 
@@ -268,8 +267,8 @@ bool MkeyTable::bind_ok(const Mkey &w, const UmrOp &op) const {
         scratch.clear();
         if (!mr || mr->mode == MkeyMode::Klm || translate_in(*mr, pd, op.xlt[i + 1], bc, need, scratch, 1) !=
                                                       XlatError::None) {
-            HCA_TRACE(dev_, kTrMkey, "bind window=0x{:x}: entry {} key=0x{:x} addr=0x{:x} len={} refused", op.key, i / 2,
-                      static_cast<uint32_t>(op.xlt[i]), op.xlt[i + 1], bc);
+            HCA_TRACE(dev_, mkey_bind_refused, .window = op.key, .entry = i / 2,
+                      .key = static_cast<uint32_t>(op.xlt[i]), .addr = op.xlt[i + 1], .len = bc);
             return false;
         }
     }
@@ -378,11 +377,9 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     }
     // Checks passed: apply.
     apply_umr(m, op);
-    HCA_TRACE(dev_, kTrMkey, "umr key=0x{:x} mask=0x{:x} flags=0x{:x} pd={} start=0x{:x} len=0x{:x}{} page={} "
-              "xlt={}@{} access={}{}{}{}{} free={}",
-              m.key(), op.mask, op.flags, m.pd, m.start, m.len, m.length64 ? " (length64)" : "", m.log_page_size,
-              op.xlt.size(), op.xlt_first, m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
-              m.a ? "A" : "-", m.free);
+    HCA_TRACE(dev_, mkey_umr, .key = m.key(), .mask = op.mask, .flags = op.flags, .pd = m.pd, .start = m.start,
+              .len = m.len, .length64 = m.length64, .page = m.log_page_size, .xlt = op.xlt.size(),
+              .xlt_first = op.xlt_first, .access = access_letters(m.lr, m.lw, m.rr, m.rw, m.a), .free = m.free);
     return UmrError::None;
 }
 
@@ -493,11 +490,9 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     }
     m.index = *index;
     c.set(ifc::create_mkey_out::mkey_index, m.index);
-    HCA_TRACE(dev_, kTrObj, "create_mkey key=0x{:x} mode={} pd={} start=0x{:x} len=0x{:x}{} page={} entries={} "
-              "access={}{}{}{}{} free={}",
-              m.key(), mode_name(m.mode), m.pd, m.start, m.len, m.length64 ? " (length64)" : "",
-              m.log_page_size, m.mtt.size(), m.lr ? "r" : "-", m.lw ? "w" : "-", m.rr ? "R" : "-", m.rw ? "W" : "-",
-              m.a ? "A" : "-", m.free);
+    HCA_TRACE(dev_, obj_create_mkey, .key = m.key(), .mode = mode_name(m.mode), .pd = m.pd, .start = m.start,
+              .len = m.len, .length64 = m.length64, .page = m.log_page_size, .entries = m.mtt.size(),
+              .access = access_letters(m.lr, m.lw, m.rr, m.rw, m.a), .free = m.free);
     mkeys_.emplace(m.index, std::move(m));
 }
 
@@ -508,7 +503,7 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
         c.fail(Status::BAD_RES, "mkey index 0x{:x} does not exist", index);
         return;
     }
-    HCA_TRACE(dev_, kTrObj, "destroy_mkey key=0x{:x}", it->second.key());
+    HCA_TRACE(dev_, obj_destroy_mkey, .key = it->second.key());
     dev_.budget.give(entries(it->second));
     mtt_entries_ -= entries(it->second);
     mkeys_.erase(it);

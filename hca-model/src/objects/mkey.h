@@ -66,6 +66,11 @@ struct DmaChunk {
     uint32_t len;
 };
 
+// Access rights as the trace writes them: "rwRWA", a "-" for each missing.
+inline std::string access_letters(bool lr, bool lw, bool rr, bool rw, bool a) {
+    return {lr ? 'r' : '-', lw ? 'w' : '-', rr ? 'R' : '-', rw ? 'W' : '-', a ? 'A' : '-'};
+}
+
 enum class XlatError : uint8_t { None, BadKey, Free, BadPd, BoundQp, Bounds, Access, NoTranslation, Depth };
 const char *xlat_error_name(XlatError e);
 

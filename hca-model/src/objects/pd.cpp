@@ -17,7 +17,7 @@ void PdTable::cmd_alloc_pd(CmdCtx &c) {
         return;
     }
     c.set(ifc::alloc_pd_out::pd, *pdn);
-    HCA_TRACE(dev_, kTrObj, "alloc_pd pd={} uid={}", *pdn, c.get(ifc::alloc_pd_in::uid));
+    HCA_TRACE(dev_, obj_alloc_pd, .pd = *pdn, .uid = c.get(ifc::alloc_pd_in::uid));
 }
 
 void PdTable::cmd_dealloc_pd(CmdCtx &c) {
@@ -26,7 +26,7 @@ void PdTable::cmd_dealloc_pd(CmdCtx &c) {
         c.fail(Status::BAD_RES, "PD {} does not exist", pdn);
         return;
     }
-    HCA_TRACE(dev_, kTrObj, "dealloc_pd pd={}", pdn);
+    HCA_TRACE(dev_, obj_dealloc_pd, .pd = pdn);
 }
 
 void PdTable::cmd_alloc_xrcd(CmdCtx &c) {
@@ -37,7 +37,7 @@ void PdTable::cmd_alloc_xrcd(CmdCtx &c) {
         return;
     }
     c.set(ifc::alloc_xrcd_out::xrcd, *x);
-    HCA_TRACE(dev_, kTrObj, "alloc_xrcd xrcd={}", *x);
+    HCA_TRACE(dev_, obj_alloc_xrcd, .xrcd = *x);
 }
 
 void PdTable::cmd_dealloc_xrcd(CmdCtx &c) {
@@ -46,7 +46,7 @@ void PdTable::cmd_dealloc_xrcd(CmdCtx &c) {
         c.fail(Status::BAD_RES, "XRCD {} does not exist", x);
         return;
     }
-    HCA_TRACE(dev_, kTrObj, "dealloc_xrcd xrcd={}", x);
+    HCA_TRACE(dev_, obj_dealloc_xrcd, .xrcd = x);
 }
 
 }  // namespace hca

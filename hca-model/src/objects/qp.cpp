@@ -232,11 +232,10 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
         ++srq->refs;
     }
     c.set(ifc::create_qp_out::qpn, qp.qpn);
-    HCA_TRACE(dev_, kTrObj,
-              "create_qp qpn=0x{:x} type={} pd={} sq={}x64B rq={}x{}B rq_type={} srqn=0x{:x} cqn_snd=0x{:x} "
-              "cqn_rcv=0x{:x} uar={} dbr=0x{:x} pages={} uid={}",
-              qp.qpn, qp_type_name(qp.st), qp.pd, qp.sq_wqebbs(), qp.rq_wqes(), qp.rq_stride, qp.rq_type, qp.srqn,
-              qp.cqn_snd, qp.cqn_rcv, qp.uar, qp.dbr, qp.buf.npages(), qp.uid);
+    HCA_TRACE(dev_, obj_create_qp, .qpn = qp.qpn, .type = qp_type_name(qp.st), .pd = qp.pd, .sq_wqebbs = qp.sq_wqebbs(),
+              .rq_wqes = qp.rq_wqes(), .rq_stride = qp.rq_stride, .rq_type = qp.rq_type, .srqn = qp.srqn,
+              .cqn_snd = qp.cqn_snd, .cqn_rcv = qp.cqn_rcv, .uar = qp.uar, .dbr = qp.dbr, .pages = qp.buf.npages(),
+              .uid = qp.uid);
     qps_.emplace(qp.qpn, std::move(qp));
 }
 
@@ -273,8 +272,8 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
         c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
         return;
     }
-    HCA_TRACE(dev_, kTrObj, "destroy_qp qpn=0x{:x} type={} state={} sent={} received={} dropped={}", qpn,
-              qp_type_name(qp->st), qp_state_name(qp->state), qp->sent, qp->received, qp->dropped);
+    HCA_TRACE(dev_, obj_destroy_qp, .qpn = qpn, .type = qp_type_name(qp->st), .state = qp_state_name(qp->state),
+              .sent = qp->sent, .received = qp->received, .dropped = qp->dropped);
     release(*qp);
     qps_.erase(qpn);
     ids_.release(qpn);
@@ -353,8 +352,8 @@ void QpTable::to_error(Qp &qp, const char *why) {
     const QpState old = qp.state;
     qp.state = QpState::Err;
     if (old != QpState::Err) {
-        HCA_TRACE(dev_, kTrQp, "error qpn=0x{:x} type={} {} -> ERR: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old),
-                  why);
+        HCA_TRACE(dev_, qp_error, .qpn = qp.qpn, .type = qp_type_name(qp.st), .from = qp_state_name(old),
+                  .to = qp_state_name(QpState::Err), .reason = why);
     }
     flush_sq(qp);
     flush_rq(qp);
@@ -372,7 +371,8 @@ void QpTable::to_sq_error(Qp &qp, const char *why) {
     }
     const QpState old = qp.state;
     qp.state = QpState::Sqer;
-    HCA_TRACE(dev_, kTrQp, "error qpn=0x{:x} type={} {} -> SQER: {}", qp.qpn, qp_type_name(qp.st), qp_state_name(old), why);
+    HCA_TRACE(dev_, qp_error, .qpn = qp.qpn, .type = qp_type_name(qp.st), .from = qp_state_name(old),
+              .to = qp_state_name(QpState::Sqer), .reason = why);
     flush_sq(qp);
 }
 
@@ -465,8 +465,8 @@ void QpTable::flush_rq(Qp &qp) {
         e.s_wqe_opcode_qpn.set(qp.qpn);
         e.wqe_counter.set(qp.rq_ci);
         e.op_own = kCqeRespErr << 4;
-        HCA_TRACE(dev_, kTrCqe, "cqe cqn=0x{:x} qpn=0x{:x} RESP_ERR wqe_counter=0x{:x} syndrome={} vendor=0x{:x}", qp.cqn_rcv,
-                  qp.qpn, qp.rq_ci, cqe_syndrome_name(kSyndWrFlush), e.vendor_err_synd);
+        HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_rcv, .qpn = qp.qpn, .kind = "RESP_ERR", .wqe_counter = qp.rq_ci,
+                  .syndrome = TraceNamed{cqe_syndrome_name(kSyndWrFlush), kSyndWrFlush}, .vendor = e.vendor_err_synd);
         dev_.cqs.post(qp.cqn_rcv, reinterpret_cast<Cqe64 &>(e), true);
         dev_.qcounters.add(qp.counter_set, QCounter::RespCqeFlushError);
         ++qp.rq_ci;
@@ -505,7 +505,7 @@ void QpTable::cmd_attach_mcg(CmdCtx &c) {
     }
     mcgs_[g].insert(qpn);
     qp->mcgs.insert(g);
-    HCA_TRACE(dev_, kTrObj, "attach_mcg qpn=0x{:x} mgid={} members={}", qpn, iba::gid_str(g), mcgs_[g].size());
+    HCA_TRACE(dev_, obj_attach_mcg, .qpn = qpn, .mgid = g, .members = mcgs_[g].size());
 }
 
 void QpTable::cmd_detach_mcg(CmdCtx &c) {
@@ -526,7 +526,7 @@ void QpTable::cmd_detach_mcg(CmdCtx &c) {
         mcgs_.erase(it);
     }
     qp->mcgs.erase(g);
-    HCA_TRACE(dev_, kTrObj, "detach_mcg qpn=0x{:x} mgid={}", qpn, iba::gid_str(g));
+    HCA_TRACE(dev_, obj_detach_mcg, .qpn = qpn, .mgid = g);
 }
 
 std::string QpTable::info() const {

@@ -272,8 +272,8 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
     *qp = std::move(next);
     const QpState old = qp->state;
     qp->state = t->to;
-    HCA_TRACE(dev_, kTrQp, "transition qpn=0x{:x} type={} {}: {} -> {} opt=0x{:x} {}", qpn, qp_type_name(qp->st), t->name,
-              qp_state_name(old), qp_state_name(t->to), in.opt(), in.applied());
+    HCA_TRACE(dev_, qp_transition, .qpn = qpn, .type = qp_type_name(qp->st), .cmd = t->name, .from = qp_state_name(old),
+              .to = qp_state_name(t->to), .opt = in.opt(), .applied = in.applied());
     entered(*qp, old);
 }
 

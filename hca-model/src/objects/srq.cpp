@@ -104,8 +104,8 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         ++cq->refs;
     }
     c.set(out_field, s.srqn);
-    HCA_TRACE(dev_, kTrObj, "create_{} srqn=0x{:x} nent={} stride={} pd={} xrcd={} cqn=0x{:x} dbr=0x{:x} lwm={}",
-              srq_kind_name(s.kind), s.srqn, s.nent(), s.stride, s.pd, s.xrcd, s.cqn, s.dbr, s.lwm);
+    HCA_TRACE(dev_, obj_create_srq, .kind = srq_kind_name(s.kind), .srqn = s.srqn, .nent = s.nent(), .stride = s.stride,
+              .pd = s.pd, .xrcd = s.xrcd, .cqn = s.cqn, .dbr = s.dbr, .lwm = s.lwm);
     srqs_.emplace(s.srqn, std::move(s));
     return true;
 }
@@ -131,7 +131,7 @@ void SrqTable::destroy(CmdCtx &c, uint32_t srqn, Srq::Kind kind) {
     if (Cq *cq = s->cqn ? dev_.cqs.find(s->cqn) : nullptr; cq && s->kind != Srq::Kind::Rmp && cq->refs) {
         --cq->refs;
     }
-    HCA_TRACE(dev_, kTrObj, "destroy_{} srqn=0x{:x} received={}", srq_kind_name(kind), srqn, s->received);
+    HCA_TRACE(dev_, obj_destroy_srq, .kind = srq_kind_name(kind), .srqn = srqn, .received = s->received);
     srqs_.erase(srqn);
     ids_.release(srqn);
 }
@@ -146,7 +146,7 @@ void SrqTable::arm(CmdCtx &c, uint32_t srqn, Srq::Kind kind, uint16_t lwm) {
         return;
     }
     s->lwm = lwm;
-    HCA_TRACE(dev_, kTrObj, "arm {} srqn=0x{:x} lwm={}", srq_kind_name(kind), srqn, lwm);
+    HCA_TRACE(dev_, obj_arm_srq, .kind = srq_kind_name(kind), .srqn = srqn, .lwm = lwm);
 }
 
 // RMP (ISSI 1 basic SRQ): rmpc + wq at create_rmp_in.ctx.
@@ -197,7 +197,7 @@ void SrqTable::cmd_modify_rmp(CmdCtx &c) {
     const ifc::Block wq = ifc::in(ifc::modify_rmp_in::ctx, ifc::rmpc::wq);
     if (!c.get(ifc::in(ifc::modify_rmp_in::bitmask, ifc::rmp_bitmask::lwm))) {
         if (lookup(c, rmpn, Srq::Kind::Rmp)) {
-            HCA_TRACE(dev_, kTrObj, "modify_rmp rmpn=0x{:x}: nothing selected", rmpn);
+            HCA_TRACE(dev_, obj_modify_rmp_nothing, .rmpn = rmpn);
         }
         return;
     }

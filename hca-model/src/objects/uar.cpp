@@ -30,7 +30,7 @@ void UarTable::cmd_alloc_uar(CmdCtx &c) {
     }
     c.set(ifc::alloc_uar_out::uar, *idx);
     dev_.qps.forget_uar(*idx);
-    HCA_TRACE(dev_, kTrUar, "alloc uar={}", *idx);
+    HCA_TRACE(dev_, uar_alloc, .uar = *idx);
 }
 
 void UarTable::cmd_dealloc_uar(CmdCtx &c) {
@@ -41,7 +41,7 @@ void UarTable::cmd_dealloc_uar(CmdCtx &c) {
     }
     used_[idx] = false;
     dev_.qps.forget_uar(idx);
-    HCA_TRACE(dev_, kTrUar, "dealloc uar={}", idx);
+    HCA_TRACE(dev_, uar_dealloc, .uar = idx);
 }
 
 }  // namespace hca

@@ -74,7 +74,7 @@ bool Port::pkey_ok(uint16_t pkey) const {
 }
 
 void Port::event(uint8_t sub_type) {
-    HCA_TRACE(dev_, kTrPort, "event port={} sub_type={}", num_, sub_type);
+    HCA_TRACE(dev_, port_event, .port = num_, .sub_type = sub_type);
     dev_.eqs.post_event(kEventPortChange, sub_type, EqeData::port_state(num_));
 }
 
@@ -84,8 +84,8 @@ void Port::change_state(uint8_t state) {
     }
     const uint8_t old = state_;
     state_ = state;
-    HCA_TRACE(dev_, kTrPort, "state port={} {} -> {} lid={} sm_lid={}", num_, state_name(old), state_name(state), lid_,
-              sm_lid_);
+    HCA_TRACE(dev_, port_state, .port = num_, .from = state_name(old), .to = state_name(state), .lid = lid_,
+              .sm_lid = sm_lid_);
     if (state == pi::kActive) {
         event(kPortEventActive);
     } else if (old == pi::kActive) {
@@ -99,7 +99,7 @@ void Port::set_link(bool up) {
         return;
     }
     phys_ = phys;
-    HCA_TRACE(dev_, kTrPort, "link port={} {}", num_, up ? "up" : "down");
+    HCA_TRACE(dev_, port_link, .port = num_, .state = up ? "up" : "down");
     if (up) {
         change_state(pi::kInit);
     } else {
@@ -114,16 +114,16 @@ void Port::set_link(bool up) {
 
 void Port::set_cap_mask(uint32_t mask) {
     if (mask != cap_mask_) {
-        HCA_TRACE(dev_, kTrPort, "capability mask port={} 0x{:08x} -> 0x{:08x}", num_, cap_mask_, mask);
+        HCA_TRACE(dev_, port_capability_mask, .port = num_, .from = cap_mask_, .to = mask);
     }
     cap_mask_ = mask;
 }
 
 void Port::set_node_desc(const uint8_t *desc64) {
     std::memcpy(node_desc_.data(), desc64, node_desc_.size());
-    HCA_TRACE(dev_, kTrPort, "node description \"{}\"",
-              std::string(reinterpret_cast<const char *>(node_desc_.data()),
-                           strnlen(reinterpret_cast<const char *>(node_desc_.data()), 64)));
+    HCA_TRACE(dev_, port_node_description,
+              .text = std::string_view(reinterpret_cast<const char *>(node_desc_.data()),
+                                       strnlen(reinterpret_cast<const char *>(node_desc_.data()), 64)));
 }
 
 // --- SMA ---------------------------------------------------------------
@@ -234,8 +234,8 @@ uint16_t Port::set_port_info(uint32_t attr_mod, const uint8_t *d) {
     }
     subnet_timeout_ = d[pi::kClientReregSubnetTimeout] & 0x1f;
     const bool rereg = d[pi::kClientReregSubnetTimeout] >> 7;
-    HCA_TRACE(dev_, kTrPort, "set PortInfo port={} lid={} lmc={} sm_lid={} sm_sl={} mtu={} state={} phys={} rereg={}",
-              num_, lid_, lmc_, sm_lid_, sm_sl_, neighbor_mtu_, state, phys, rereg);
+    HCA_TRACE(dev_, port_set_port_info, .port = num_, .lid = lid_, .lmc = lmc_, .sm_lid = sm_lid_, .sm_sl = sm_sl_,
+              .mtu = neighbor_mtu_, .state = state, .phys = phys, .rereg = rereg);
     if (phys == 3 || state == pi::kDown) {
         // Link down requested: the link retrains at once and comes back in Init.
         ++counters_.link_downed;
@@ -437,8 +437,8 @@ void Port::cmd_mad_ifc(CmdCtx &c) {
     const uint16_t keep = cls == mad::kClassSubnDr ? (load_be16(in.data() + mad::kStatus) & mad::smp::kDirectionBit) : 0;
     store_be16(out.data() + mad::kStatus, keep | status);
     std::memcpy(outb.data(), out.data(), mad::kSize);
-    HCA_TRACE(dev_, kTrMad, "mad_ifc port={} class=0x{:x} method=0x{:x} attr=0x{:x} mod=0x{:x} status=0x{:x}", port, cls,
-              method, attr, load_be32(in.data() + mad::kAttrMod), status);
+    HCA_TRACE(dev_, mad_mad_ifc, .port = port, .class_ = cls, .method = method, .attr = attr,
+              .mod = load_be32(in.data() + mad::kAttrMod), .status = status);
 }
 
 void Port::cmd_query_hca_vport_context(CmdCtx &c) {

@@ -1,7 +1,6 @@
 #include "trace/trace.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -55,39 +54,33 @@ bool parse_number(std::string_view s, uint32_t *out) {
     return true;
 }
 
-// The hex numbers after every "<key>0x" in line.
-template <typename F>
-void for_each_id(std::string_view line, std::string_view key, F f) {
-    for (size_t at = line.find(key); at != std::string_view::npos; at = line.find(key, at + 1)) {
-        if (at > 0 && line[at - 1] != ' ') {
-            continue;  // "src_qpn=" is not "qpn="
-        }
-        size_t end = at + key.size();
-        while (end < line.size() && std::isxdigit(static_cast<unsigned char>(line[end]))) {
-            ++end;
-        }
-        uint32_t v;
-        if (parse_number(line.substr(at + key.size() - 2, end - at - key.size() + 2), &v)) {
-            f(v);
-        }
-    }
-}
-
 }  // namespace
 
-bool Tracer::in_scope() const {
-    const std::string_view line(buf_.data(), buf_.size());
-    bool named = false;
-    bool hit = false;
-    auto check = [&](const std::vector<uint32_t> &set) {
-        return [&](uint32_t v) {
-            named = true;
-            hit = hit || std::find(set.begin(), set.end(), v) != set.end();
-        };
+bool Tracer::in_scope(std::optional<uint64_t> qpn, std::optional<uint64_t> cqn) const {
+    if (scope_.empty() || (!qpn && !cqn)) {
+        return true;
+    }
+    auto has = [](const std::vector<uint32_t> &set, uint64_t v) {
+        return std::find(set.begin(), set.end(), v) != set.end();
     };
-    for_each_id(line, "qpn=0x", check(scope_.qpns));
-    for_each_id(line, "cqn=0x", check(scope_.cqns));
-    return !named || hit;
+    return (qpn && has(scope_.qpns, *qpn)) || (cqn && has(scope_.cqns, *cqn));
+}
+
+std::back_insert_iterator<fmt::memory_buffer> Tracer::begin(uint32_t cat, int64_t now_ns) {
+    buf_.clear();
+    return fmt::format_to(std::back_inserter(buf_), "{} {}.{:03} {} ", ++seq_, now_ns / 1000,
+                          (now_ns % 1000 + 1000) % 1000, trace_cat_name(cat));
+}
+
+void Tracer::commit() {
+    buf_.push_back('\n');
+    write(std::string_view(buf_.data(), buf_.size()));
+}
+
+void Tracer::header() {
+    const std::string h = fmt::format("# hcasim trace format {}\n", kTraceFormat);
+    std::fwrite(h.data(), 1, h.size(), file_);
+    written_ = h.size();
 }
 
 bool parse_trace_filter(std::string_view filter, uint32_t *mask, TraceScope *scope) {
@@ -158,6 +151,7 @@ bool Tracer::open(const std::string &path, uint64_t max_bytes, std::string *err)
             return false;
         }
         std::setvbuf(file_, nullptr, _IOFBF, 1 << 16);
+        header();
     }
     set_mask(wanted_);
     return true;
@@ -175,6 +169,7 @@ void Tracer::write(std::string_view line) {
             return;
         }
         std::setvbuf(file_, nullptr, _IOFBF, 1 << 16);
+        header();
     }
     std::fwrite(line.data(), 1, line.size(), file_);
     written_ += line.size();

@@ -1,7 +1,12 @@
 // Device trace: one text line per event, with a monotonic sequence number,
 // the host time and the guest's own identifiers (slot, opcode, EQN, ...).
 //
-//   <seq> <time_us> <category> <event> key=value ...
+//   <seq> <time_us> <category> <event> key=value ... [: reason]
+//
+// Every event is declared once, in hca-model/trace-events; the model emits
+// one through HCA_TRACE(dev, <category>_<event>, .field = value, ...)
+// (device.h) and the generated tev::<category>_<event>::emit().  Each file
+// starts with "# hcasim trace format N".
 //
 // Categories are selected at start (HcaModelConfig.trace_filter) and at run
 // time.  A disabled category costs one load and branch.  The file is capped:
@@ -11,60 +16,23 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "trace_cats.gen.h"
+
 namespace hca {
 
-enum TraceCat : uint32_t {
-    kTrIseg = 1u << 0,      // initialization segment accesses that change state
-    kTrCmd = 1u << 1,       // firmware commands
-    kTrEq = 1u << 2,        // EQ doorbells and EQEs
-    kTrIrq = 1u << 3,       // MSI-X
-    kTrUar = 1u << 4,       // UAR page writes (doorbells)
-    kTrPages = 1u << 5,     // firmware page management
-    kTrGuestErr = 1u << 6,  // guest errors the device detected
-    kTrCmdData = 1u << 7,   // command payload dumps (verbose)
-    kTrObj = 1u << 8,       // object creation, modification, destruction
-    kTrQp = 1u << 9,        // QP state transitions
-    kTrMad = 1u << 10,      // MAD_IFC: the SMA, PMA
-    kTrPort = 1u << 11,     // port state, link, events
-    kTrWqe = 1u << 12,      // WQE fetch, decoded segment by segment
-    kTrCqe = 1u << 13,      // CQEs written
-    kTrPkt = 1u << 14,      // packets sent and received
-    kTrMkey = 1u << 15,     // memory key translations and their failures
-    kTrFault = 1u << 16,    // faults armed, fired and cleared (fault/faults.h)
-};
-
-struct TraceCatInfo {
-    uint32_t cat;
-    const char *name;
-    const char *help;
-};
-
-inline constexpr TraceCatInfo kTraceCats[] = {
-    {kTrIseg, "iseg", "initialization segment writes"},
-    {kTrCmd, "cmd", "firmware commands: opcode, status, syndrome, time"},
-    {kTrEq, "eq", "EQ creation, doorbells, arming and EQEs"},
-    {kTrIrq, "irq", "MSI-X messages"},
-    {kTrUar, "uar", "writes to UAR pages"},
-    {kTrPages, "pages", "pages given to and taken from the device"},
-    {kTrGuestErr, "guest_err", "guest errors detected by the device"},
-    {kTrCmdData, "cmd_data", "command input/output payloads (verbose)"},
-    {kTrObj, "obj", "PD, XRCD, mkey, CQ, SRQ, QP creation and destruction"},
-    {kTrQp, "qp", "QP state transitions with the fields applied"},
-    {kTrMad, "mad", "MAD_IFC: SMA and PMA requests and replies"},
-    {kTrPort, "port", "port and link state, port events"},
-    {kTrWqe, "wqe", "WQEs fetched, decoded segment by segment"},
-    {kTrCqe, "cqe", "CQEs written (decoded)"},
-    {kTrPkt, "pkt", "packets sent and received (header summary)"},
-    {kTrMkey, "mkey", "memory key translations and failures"},
-    {kTrFault, "fault", "injected faults: armed, fired, cleared"},
-};
+// The categories and the format number come from hca-model/trace-events,
+// the table of every event (tools/gen-trace.py writes trace_cats.gen.h and,
+// for the emitters, trace_events.gen.h).
 
 const char *trace_cat_name(uint32_t cat);
 
@@ -75,6 +43,39 @@ std::string to_hex(std::span<const uint8_t> bytes);
 // a call whose category is off costs no string (trace(..., HexBytes{b})).
 struct HexBytes {
     std::span<const uint8_t> bytes;
+};
+
+// A number field of an event: any integer or enum, widened (an event's
+// fields are filled with braces, where int -> uint64_t would not compile).
+struct TraceInt {
+    uint64_t v = 0;
+    TraceInt() = default;
+    template <typename T>
+    requires(std::is_integral_v<T> || std::is_enum_v<T>) constexpr TraceInt(T x) : v(static_cast<uint64_t>(x)) {}
+};
+struct TraceSInt {
+    int64_t v = 0;
+    TraceSInt() = default;
+    template <typename T>
+    requires(std::is_integral_v<T> || std::is_enum_v<T>) constexpr TraceSInt(T x) : v(static_cast<int64_t>(x)) {}
+};
+
+// An optional field's value: present only when the condition holds (or the
+// pointer is set).
+template <typename T>
+std::optional<T> trace_opt(bool present, const T &v) {
+    return present ? std::optional<T>(v) : std::nullopt;
+}
+template <typename T>
+std::optional<T> trace_opt(const T *v) {
+    return v ? std::optional<T>(*v) : std::nullopt;
+}
+
+// A value with its name, written NAME(0xVALUE): opcodes, statuses,
+// syndromes (a type "n" field of trace-events).
+struct TraceNamed {
+    std::string_view name;
+    TraceInt value;
 };
 
 // Parses "all", "none", "cmd,eq", "all,-uar" into a category mask, and
@@ -112,23 +113,12 @@ class Tracer {
 
     bool on(uint32_t cat) const { return kTraceCompiled && (mask_ & cat) != 0; }
 
-    // Out of line: the formatting code stays out of the functions that
-    // trace, so a disabled category costs them only the test of on().
-    template <typename... Args>
-    [[gnu::noinline]] void emit(uint32_t cat, int64_t now_ns, fmt::format_string<Args...> f, Args &&...args) {
-        if (!on(cat)) {
-            return;
-        }
-        buf_.clear();
-        fmt::format_to(std::back_inserter(buf_), "{} {}.{:03} {} ", ++seq_, now_ns / 1000,
-                       (now_ns % 1000 + 1000) % 1000, trace_cat_name(cat));
-        fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
-        if (!scope_.empty() && (cat & kScopedCats) && !in_scope()) {
-            return;
-        }
-        buf_.push_back('\n');
-        write(std::string_view(buf_.data(), buf_.size()));
-    }
+    // For the generated emitters (trace_events.gen.cpp) only: whether an
+    // event naming this QPN / CQN passes the trace-filter's scope, then the
+    // line's start ("<seq> <time> <category> "), its text, and commit().
+    bool in_scope(std::optional<uint64_t> qpn, std::optional<uint64_t> cqn) const;
+    std::back_insert_iterator<fmt::memory_buffer> begin(uint32_t cat, int64_t now_ns);
+    void commit();
 
     uint64_t seq() const { return seq_; }
     // Makes everything emitted so far visible to readers of the file.
@@ -139,9 +129,8 @@ class Tracer {
     }
 
   private:
-    static constexpr uint32_t kScopedCats = 1u << 12 | 1u << 13 | 1u << 14 | 1u << 9 | 1u << 15 | 1u << 4;
     void write(std::string_view line);
-    bool in_scope() const;
+    void header();
     TraceScope scope_;
 
     FILE *file_ = nullptr;
