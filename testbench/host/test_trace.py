@@ -27,6 +27,8 @@ from hcasim import trace_parse as tp
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "testbench" / "fixtures" / "trace-run"
+# The same cut of a run with typed events (trace format 2): guest test 07-ipoib.
+FIXTURE2 = ROOT / "testbench" / "fixtures" / "trace-run-f2"
 CAPTURE = FIXTURE / "fabric.pcapng"
 
 # The fixture's work requests (fixtures/trace-run/README): node0 sends.
@@ -48,6 +50,143 @@ def hcasim(*args):
 def fetches(node):
     src = tp.resolve([FIXTURE], node=node)[0]
     return src, [e for e in src.events() if e.cat == "wqe" and e.ev == "fetch"]
+
+
+SAMPLES_BIN = os.environ.get("HCASIM_TRACE_SAMPLES") or str(ROOT / "build" / "hca-model" / "hcasim-trace-samples")
+
+# What a value of each schema type looks like in the trace.
+VALUE_RE = {
+    "u": r"\d+", "i": r"-?\d+", "x": r"0x[0-9a-f]+", "x2": r"0x[0-9a-f]{2,}", "x8": r"0x[0-9a-f]{8,}",
+    "x16": r"0x[0-9a-f]{16}", "b": r"true|false", "s": r"\S+", "q": r'".*"', "n": r".+\(0x[0-9a-f]+\)",
+    "hex": r"[0-9a-f]*", "gid": r"[0-9a-f:]+",
+}
+
+
+class TraceSchema(unittest.TestCase):
+    """hca-model/trace-events is the one declaration of the trace: the
+    model's generated emitters write exactly what it says, the Python parser
+    reads it back field by field, and every event a tool names exists."""
+
+    def test_emitters_write_the_schema(self):
+        from hcasim import trace_events
+        schema = trace_events.load()
+        self.assertTrue(Path(SAMPLES_BIN).is_file(), f"{SAMPLES_BIN} not built")
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "hca.trace"
+            subprocess.run([SAMPLES_BIN, str(path)], check=True)
+            text = path.read_text()
+        lines = text.splitlines()
+        self.assertEqual(lines[0], f"# hcasim trace format {schema.format}")
+        seen = []
+        for line in lines[1:]:
+            e = tp.parse_line(line)
+            self.assertIsNotNone(e, line)
+            d = schema.event(e.cat, e.ev)
+            self.assertIsNotNone(d, f"not in the schema: {line}")
+            self.assertEqual(e.seg, d.seg, line)
+            seen.append(d.key)
+            words = iter(e.words)
+            for f in d.fields:
+                if f.type == "w":
+                    self.assertRegex(next(words), r"WORD_\d+", f"{d.key} {f.name}: {line}")
+                elif f.type == "kv":
+                    self.assertIsNotNone(e.get("k1"), f"{d.key} {f.name}: {line}")
+                else:
+                    self.assertIn(f.name, e.kv, f"{d.key}: field {f.name} missing: {line}")
+                    self.assertRegex(e.get(f.name), rf"\A(?:{VALUE_RE[f.type]})\Z", f"{d.key} {f.name}: {line}")
+            keys = [k for k in e.kv if k not in ("k1", "k2")]
+            self.assertEqual(keys, [f.name for f in d.fields if f.type not in ("w", "kv")], line)
+            self.assertEqual(e.reason, "sample reason" if d.reason else "", line)
+        self.assertEqual(sorted(seen), sorted(schema.events), "every event exactly once")
+
+    def test_tools_name_only_declared_events(self):
+        """Each event name the tools compare against or filter lines by is
+        declared (a renamed event breaks this test, not a tool silently)."""
+        import ast
+        from hcasim import trace_events
+        schema = trace_events.load()
+        names = {e.name for e in schema.events.values()}
+        legacy = set()  # format 1 names a reader still accepts
+        bad = []
+        for py in sorted((ROOT / "tools" / "hcasim").glob("*.py")):
+            tree = ast.parse(py.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Compare):
+                    left = node.left
+                    is_ev = (isinstance(left, ast.Name) and left.id == "ev") or (
+                        isinstance(left, ast.Attribute) and left.attr == "ev")
+                    if not is_ev:
+                        continue
+                    for c in node.comparators:
+                        consts = c.elts if isinstance(c, (ast.Tuple, ast.Set, ast.List)) else [c]
+                        for k in consts:
+                            if isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value not in names \
+                                    and k.value not in legacy:
+                                bad.append(f"{py.name}:{node.lineno}: {k.value!r}")
+                elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("is_", "event_key"):
+                    for k in node.args:
+                        if isinstance(k, ast.Constant) and k.value not in schema.events:
+                            bad.append(f"{py.name}:{node.lineno}: {k.value!r}")
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    # raw-line filters: " pkt send ", " eq eqe "
+                    m = re.fullmatch(r" ([a-z_]+) ([a-z_]+) ", node.value)
+                    if m and m.group(1) in schema.categories and m.group(0).strip() not in schema.events:
+                        bad.append(f"{py.name}:{node.lineno}: {m.group(0)!r}")
+        self.assertEqual(bad, [])
+
+    def test_a_real_run_matches_the_schema(self):
+        """Every line the model wrote in a real guest run (fixtures/trace-run-f2)
+        is an event of the schema, with its fields as declared."""
+        from hcasim import trace_events
+        schema = trace_events.load()
+        n = 0
+        for src in tp.resolve([FIXTURE2]):
+            self.assertEqual(src.format(), schema.format)
+            for e in src.events():
+                d = schema.event(e.cat, e.ev)
+                self.assertIsNotNone(d, f"not in the schema: {e.line}")
+                for f in d.fields:
+                    if f.type in ("w", "kv") or (f.optional and f.name not in e.kv):
+                        continue
+                    self.assertRegex(e.get(f.name) or "", rf"\A(?:{VALUE_RE[f.type]})\Z", f"{d.key} {f.name}: {e.line}")
+                n += 1
+        self.assertGreater(n, 150)
+
+    def test_format2_run_reads(self):
+        """summary, follow and decode on the format-2 cut: no format note, the
+        first ping followed across both nodes, its WQE decoded."""
+        rc, out, err = hcasim("trace", "summary", FIXTURE2)
+        self.assertEqual(rc, 0)
+        self.assertNotIn("trace format", err + out)
+        self.assertRegex(out, r"LSO|SEND")
+        rc, out, _ = hcasim("trace", "follow", FIXTURE2, "--first-ping")
+        self.assertEqual(rc, 0, out)
+        for step in ("doorbell write", "WQE fetch", "packet sent", "send CQE", "packet received", "receive CQE"):
+            self.assertIn(step, out)
+        rc, out, _ = hcasim("trace", "decode", FIXTURE2, "0:54626")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("datagram", out)
+        self.assertIn("dqpn", out)
+        rc, out, _ = hcasim("trace", "list", FIXTURE2, "--event", "wqe fetch", "--qpn", "0x102")
+        self.assertEqual(rc, 0)
+        self.assertIn("54626", out)
+        rc, _, err = hcasim("trace", "list", FIXTURE2, "--event", "fetchh")
+        self.assertNotEqual(rc, 0)
+
+    def test_old_format_is_named(self):
+        """A trace without the format line (an older hcasim's) is read, and
+        the commands say its format is older."""
+        rc, out, err = hcasim("trace", "summary", FIXTURE)
+        self.assertEqual(rc, 0)
+        self.assertIn("trace format 1 is older than this hcasim's", err + out)
+
+    def test_schema_command(self):
+        rc, out, _ = hcasim("trace", "schema", "--json")
+        self.assertEqual(rc, 0)
+        j = json.loads(out)
+        self.assertTrue(any(e["category"] == "wqe" and e["event"] == "fetch" for e in j["events"]))
+        rc, out, _ = hcasim("trace", "schema")
+        self.assertIn("fetch qpn:x index:x opcode:n", out)
 
 
 class TraceParse(unittest.TestCase):

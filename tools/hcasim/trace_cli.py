@@ -15,10 +15,12 @@ Traces are streamed (they reach hundreds of MB); only what a command keeps
 registered here too (inspect_hca.py).
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from hcasim import inspect_hca, pcapng, trace_wqe
+from hcasim import trace_parse as tp
 from hcasim.common import die
 from hcasim.trace_select import filters_of, int_list, merged, node_and_seq, parse_int, run_dir_of, sources_of, split_args
 from hcasim.trace_summary import Summary
@@ -136,6 +138,22 @@ def cmd_wire(a):
 
 # -- registration ------------------------------------------------------------
 
+def cmd_schema(a):
+    """The trace schema (hca-model/trace-events) as JSON, or as a table."""
+    schema = tp.SCHEMA
+    if a.json:
+        print(json.dumps(schema.to_json(), indent=1))
+        return 0
+    print(f"trace format {schema.format}; events declared in hca-model/trace-events")
+    for c in schema.categories.values():
+        print(f"\n{c.name}: {c.help}{' (narrowed by trace-filter qpn=/cqn=)' if c.scoped else ''}")
+        for e in schema.events.values():
+            if e.cat == c.name:
+                fields = " ".join(f"{f.name}:{f.type}{'?' if f.optional else ''}" for f in e.fields)
+                print("  " + " ".join(x for x in (('  ' if e.seg else '') + e.name, fields, ': reason' if e.reason else '') if x))
+    return 0
+
+
 def add_paths(p):
     p.add_argument("paths", nargs="*", help="run directory (all its nodes), node directory or trace file "
                    "(default: the newest run)")
@@ -209,6 +227,10 @@ def register(sub):
     trace_export.register(ts, add_paths, add_filters)
     for p in ts.choices.values():
         p.set_defaults(func=_pipe_safe(p.get_default("func")))
+
+    s = ts.add_parser("schema", help="every event the device traces, with its typed fields (--json: machine-readable)")
+    s.add_argument("--json", action="store_true", help="the schema as JSON")
+    s.set_defaults(func=cmd_schema)
 
     s = ts.add_parser("wire", help="the fabric capture's records (decoded by tshark) of traced packets")
     add_paths(s)

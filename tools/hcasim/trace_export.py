@@ -177,7 +177,7 @@ def events_for(a, srcs):
     for e in merged(srcs, since=since):
         if until is not None and e.t > until:
             continue
-        if (e.cat == "obj" and e.ev == "create_qp") or (keep_line(e.line) and keep_event(e)):
+        if (e.is_("obj create_qp")) or (keep_line(e.line) and keep_event(e)):
             yield e
 
 

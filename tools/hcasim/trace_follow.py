@@ -71,7 +71,7 @@ def clock_offset(evs_a, evs_b):
     def index(evs):
         snd, rcv = {}, {}
         for e in evs:
-            if e.cat == "pkt" and e.ev in ("send", "recv"):
+            if e.is_("pkt send", "pkt recv"):
                 i = e.int("id")
                 if i is not None:
                     (snd if e.ev == "send" else rcv).setdefault(i, e.t)
@@ -154,7 +154,7 @@ def wqe_of_packet(source, pkt):
         if e.seq >= pkt.seq:
             break
         # (Traces from before packets named their WQE: the QP's last fetch.)
-        if e.cat == "wqe" and e.ev == "fetch" and e.int("qpn") == q and (i is None or e.int("index") == i):
+        if e.is_("wqe fetch") and e.int("qpn") == q and (i is None or e.int("index") == i):
             last = e
     return last
 
@@ -213,12 +213,12 @@ class Follow:
         sent = []
         next_fetch = None
         for e in evs_a:
-            if e.cat == "pkt" and e.ev == "send" and e.int("qpn") == q and (
+            if e.is_("pkt send") and e.int("qpn") == q and (
                     e.int("wqe") == idx or (e.get("wqe") is None and next_fetch is None)):
                 # (No wqe= in traces from before packets named their WQE:
                 # the QP's packets up to its next fetch.)
                 sent.append(e)
-            elif e.cat == "cqe" and e.ev == "cqe" and e.int("qpn") == q and e.cqe_kind() in ("REQ", "REQ_ERR"):
+            elif e.is_("cqe cqe") and e.int("qpn") == q and e.cqe_kind() in ("REQ", "REQ_ERR"):
                 if e.int("wqe_counter") == idx:
                     return sent, e
                 ahead = (e.int("wqe_counter", idx) - idx) & 0xffff
@@ -226,7 +226,7 @@ class Follow:
                     self.notes.append(f"no CQE of its own (ce={f.get('ce')}, unsignaled): completed with WQE "
                                       f"{e.get('wqe_counter')}'s CQE (seq {e.seq})")
                     return sent, e
-            elif e.cat == "wqe" and e.ev == "fetch" and e.int("qpn") == q and e.seq > f.seq:
+            elif e.is_("wqe fetch") and e.int("qpn") == q and e.seq > f.seq:
                 next_fetch = e
         return sent, None
 
@@ -250,18 +250,18 @@ class Follow:
                 break
             if e.seq <= f.seq:
                 continue
-            if e.cat == "pkt" and e.ev == "recv" and e.int("dqpn") == q and e.pkt_opcode() in RESPONSES \
+            if e.is_("pkt recv") and e.int("dqpn") == q and e.pkt_opcode() in RESPONSES \
                     and (e.int("id") in resp_ids or _psn_in(e.int("psn"), first_psn, last_psn)
                          or (e.pkt_opcode() == "ACKNOWLEDGE" and sent and e.seq > sent[-1].seq
                              and tp.psn_diff(e.int("psn"), last_psn) >= 0)):
                 resp_ids.add(e.int("id"))
                 self.add(name, e, "response received", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')}")
-            elif e.cat == "pkt" and e.ev == "ack" and e.int("qpn") == q and e.int("id") in resp_ids:
+            elif e.is_("pkt ack") and e.int("qpn") == q and e.int("id") in resp_ids:
                 self.add(name, e, "ACK processed", f"psn={e.get('psn')} msn={e.get('msn')}")
             elif e.cat == "qp" and e.int("qpn") == q and e.ev in ("ack_timeout", "retransmit", "nak", "rnr_nak",
                                                                   "error"):
                 self.add(name, e, f"QP {e.ev}", e.body)
-            elif e.cat == "pkt" and e.ev in ("drop", "ignore") and e.int("id") in resp_ids:
+            elif e.is_("pkt drop", "pkt ignore") and e.int("id") in resp_ids:
                 self.add(name, e, f"response {e.ev}", e.reason)
         if cqe is not None:
             self.add(name, cqe, "send CQE" if cqe.cqe_kind() == "REQ" else "send CQE (error)",
@@ -287,7 +287,7 @@ class Follow:
                 continue
             lo, hi = t0 - SEC, t0 + self.window + SEC
             evs_b = window(b, lo, hi, _relevant)
-            if not any(e.cat == "pkt" and e.ev == "recv" and e.int("id") in ids for e in evs_b):
+            if not any(e.is_("pkt recv") and e.int("id") in ids for e in evs_b):
                 continue
             off, lat, n1, n2 = clock_offset(evs_a + window(a, lo, f.t, _relevant), evs_b)
             self.offsets[b.name] = (off, lat, n1, n2)
@@ -301,10 +301,10 @@ class Follow:
         for e in evs:
             if e.seq <= cqe.seq:
                 continue
-            if e.cat == "eq" and e.ev == "eqe" and e.eqe_cqn() == cqn and e.int("type") == 0:
+            if e.is_("eq eqe") and e.eqe_cqn() == cqn and e.int("type") == 0:
                 eqe = e
                 break
-            if e.cat == "cqe" and e.ev == "arm" and e.int("cqn") == cqn and e.int("pending") == 0:
+            if e.is_("cqe arm") and e.int("cqn") == cqn and e.int("pending") == 0:
                 self.add(node, e, "CQ armed", f"cqn={e.get('cqn')} ci={e.get('ci')} pending=0: the driver polled "
                          f"this CQE without an event (the CQ was not armed when it was written)", adj(e.t))
                 return
@@ -317,7 +317,7 @@ class Follow:
         for e in evs:
             if e.seq <= eqe.seq:
                 continue
-            if e.cat == "irq" and e.ev == "msix" and e.int("eqn") == eqn:
+            if e.is_("irq msix") and e.int("eqn") == eqn:
                 self.add(node, e, "interrupt", f"MSI-X vector={e.get('vector')} eqn={eqn}", adj(e.t))
                 return
         self.notes.append(f"{node}: no interrupt for eqn={eqn} in the window (EQ not re-armed)")
@@ -328,15 +328,15 @@ class Follow:
         last_recv = None
         qb = None
         for e in evs:
-            if e.cat == "pkt" and e.ev == "recv" and e.int("id") in ids:
+            if e.is_("pkt recv") and e.int("id") in ids:
                 got.append(e.int("id"))
                 last_recv = e
                 qb = e.int("dqpn")
                 self.add(n, e, "packet received", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')} "
                          f"dqpn={e.get('dqpn')}", adj(e.t))
-            elif e.cat == "pkt" and e.ev in ("drop", "ignore") and e.int("id") in ids:
+            elif e.is_("pkt drop", "pkt ignore") and e.int("id") in ids:
                 self.add(n, e, f"packet {e.ev}ped" if e.ev == "drop" else "packet ignored", e.reason, adj(e.t))
-            elif e.cat == "pkt" and e.ev == "duplicate" and qb is not None and e.int("qpn") == qb:
+            elif e.is_("pkt duplicate") and qb is not None and e.int("qpn") == qb:
                 self.add(n, e, "duplicate", e.body, adj(e.t))
         if last_recv is None:
             return
@@ -344,7 +344,7 @@ class Follow:
         for e in evs:
             if e.seq < last_recv.seq - 50:
                 continue
-            if e.cat == "cqe" and e.ev == "cqe" and (e.int("pkt") in ids or (
+            if e.is_("cqe cqe") and (e.int("pkt") in ids or (
                     # (CQEs from before they named their packet: the QP's
                     # next responder CQE.)
                     e.get("pkt") is None and 0 < e.seq - last_recv.seq < 20 and e.int("qpn") == qb
@@ -360,13 +360,13 @@ class Follow:
         for e in evs:
             if e.seq <= last_recv.seq:
                 continue
-            if e.cat == "pkt" and e.ev in ("ack_out", "nak_out", "rnr_nak_out") and e.int("qpn") == qb:
-                if resp_ids and not any(x.cat == "pkt" and x.ev == "send" and x.int("id") in resp_ids
+            if e.is_("pkt ack_out", "pkt nak_out", "pkt rnr_nak_out") and e.int("qpn") == qb:
+                if resp_ids and not any(x.is_("pkt send") and x.int("id") in resp_ids
                                         for x in evs if x.seq > e.seq):
                     continue
                 self.add(n, e, "ACK scheduled" if e.ev == "ack_out" else e.ev.replace("_", " "),
                          f"psn={e.get('psn')} syndrome={e.get('syndrome')} msn={e.get('msn')}", adj(e.t))
-            elif e.cat == "pkt" and e.ev == "send" and e.int("id") in resp_ids:
+            elif e.is_("pkt send") and e.int("id") in resp_ids:
                 self.add(n, e, "response sent", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')} "
                          f"dqpn={e.get('dqpn')}", adj(e.t))
                 if e.pkt_opcode() in ("ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE", "RDMA_READ_RESPONSE_LAST",

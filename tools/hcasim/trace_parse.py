@@ -10,14 +10,30 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CATEGORIES = ("iseg", "cmd", "eq", "irq", "uar", "pages", "guest_err", "cmd_data", "obj", "qp", "mad", "port",
-              "wqe", "cqe", "pkt", "mkey", "fault")
+from hcasim import trace_events
 
-# Values that run over spaces up to a closing "(0x..)": "syndrome=remote
-# access error(0x13)", "status=bad parameter(0x3)", or to the end of the
-# line / the next key: "syndrome=WR flushed".
-_SPACED_KEYS = frozenset(("syndrome", "status"))
+# Every event, category and field comes from hca-model/trace-events.
+SCHEMA = trace_events.load()
+CATEGORIES = tuple(SCHEMA.categories)
+FORMAT = SCHEMA.format
+_FORMAT_RE = re.compile(r"# hcasim trace format (\d+)\s*\Z")
+
+# Values that run over spaces up to a closing "(0x..)": the named values of
+# the schema (type n: "syndrome=remote access error(0x13)", "status=bad
+# parameter(0x3)"), or to the end of the line / the next key in traces of
+# format 1 ("syndrome=WR flushed").
+_SPACED_KEYS = frozenset(f.name for e in SCHEMA.events.values() for f in e.fields if f.type == "n")
+# Quoted text (type q: driver_version version="mlx5 6.12") runs to its
+# closing quote.
+_QUOTED_KEYS = frozenset(f.name for e in SCHEMA.events.values() for f in e.fields if f.type == "q")
 _KEY_RE = re.compile(r"[a-z_][a-z0-9_]*\Z")
+
+
+def event_key(key):
+    """KEY ("cat event") checked against the schema: a tool that names an
+    event the table does not declare fails when it is loaded."""
+    SCHEMA.require(key)
+    return key
 
 # IBA packet opcodes that a responder generates (the rest are requests).
 RESPONSE_OPCODES = frozenset(("ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE", "RDMA_READ_RESPONSE_FIRST",
@@ -122,7 +138,13 @@ class Event:
             tok = toks[i]
             k, eq, v = tok.partition("=")
             if eq and _KEY_RE.match(k):
-                if k in _SPACED_KEYS and not v.endswith(")") and "(0x" not in v:
+                if k in _QUOTED_KEYS and v.startswith('"') and (len(v) == 1 or not v.endswith('"')):
+                    parts = [v]
+                    while i + 1 < n and not (len(parts[-1]) > 1 and parts[-1].endswith('"')):
+                        i += 1
+                        parts.append(toks[i])
+                    v = " ".join(parts)
+                elif k in _SPACED_KEYS and not v.endswith(")") and "(0x" not in v:
                     parts = [v]
                     while i + 1 < n:
                         nxt = toks[i + 1]
@@ -171,6 +193,19 @@ class Event:
         return default if v is None else v
 
     @property
+    def key(self):
+        """"cat ev", the event's name in the schema."""
+        return f"{self.cat} {self.ev}"
+
+    def is_(self, *keys):
+        """Whether this is one of the events KEYS ("cat event", each checked
+        against the schema)."""
+        for k in keys:
+            if _checked(k) == self.key:
+                return True
+        return False
+
+    @property
     def name(self):
         """"cat ev", with the segment indent as in the trace."""
         return f"{self.cat}   {self.ev}" if self.seg else f"{self.cat} {self.ev}"
@@ -197,7 +232,9 @@ class Event:
         v = self.kv.get("opcode")
         if v is not None:
             return vname(v)
-        return self.ev if self.seg and self.ev.isupper() else None
+        if self.seg and self.ev == "remote":  # its first word
+            return self.words[0] if self.words else None
+        return self.ev if self.seg and self.ev.isupper() else None  # format 1
 
     def eqe_cqn(self):
         """The CQ of a completion EQE: cqn= (new traces) or the data dword
@@ -215,6 +252,16 @@ class Event:
 
     def __repr__(self):
         return f"Event({self.line!r})"
+
+
+_CHECKED = set()
+
+
+def _checked(key):
+    if key not in _CHECKED:
+        event_key(key)
+        _CHECKED.add(key)
+    return key
 
 
 def parse_line(line, node=None):
@@ -236,6 +283,8 @@ def parse_line(line, node=None):
     if seg:
         rest = rest.lstrip(" ")
     ev, _, body = rest.partition(" ")
+    if ev.endswith(":"):  # an event with a reason and no fields: "halted: why"
+        ev, body = ev[:-1], ": " + body
     if not ev:
         return None
     return Event(seq, t, cat, ev, seg, body, line, node)
@@ -258,10 +307,14 @@ class ParseStats:
     missing: int = 0         # events skipped by those jumps
     backwards: int = 0       # places where seq does not increase
     file_boundaries: list = field(default_factory=list)  # (file, first seq, last seq)
+    format: int | None = None  # from the "# hcasim trace format N" line
 
     def notes(self):
         """Human-readable remarks about the trace's completeness."""
         out = []
+        note = format_note(self.format if self.format is not None else (1 if self.events else FORMAT))
+        if note:
+            out.append(note)
         if self.first_seq is not None and self.first_seq > 1:
             out.append(f"the trace starts at seq {self.first_seq}: {self.first_seq - 1} earlier events were "
                        f"rotated away (trace-max-bytes) or not recorded")
@@ -328,6 +381,9 @@ class TraceSource:
                             continue
                     if line.startswith("#"):
                         st.comments += 1
+                        m = _FORMAT_RE.match(line)
+                        if m:
+                            st.format = int(m.group(1))
                         continue
                     e = parse_line(line, node)
                     if e is None:
@@ -348,8 +404,34 @@ class TraceSource:
                         yield e
             st.file_boundaries.append((str(f), first_in_file, last_in_file))
 
+    def format(self):
+        """The trace format of this source (its first line), 1 for a trace
+        from before the format line, None when it has no line yet."""
+        for f in self.files:
+            try:
+                with open(f, "r", encoding="utf-8", errors="replace") as fh:
+                    first = fh.readline()
+            except OSError:
+                continue
+            if not first:
+                continue
+            m = _FORMAT_RE.match(first)
+            return int(m.group(1)) if m else 1
+        return None
+
     def __repr__(self):
         return f"TraceSource({self.name!r}, {[str(f) for f in self.files]})"
+
+
+def format_note(fmt):
+    """What a reader should know about a trace of format FMT, or ""."""
+    if fmt is None or fmt == FORMAT:
+        return ""
+    if fmt < FORMAT:
+        return (f"trace format {fmt} is older than this hcasim's ({FORMAT}: typed events from "
+                f"hca-model/trace-events); events renamed since are counted but not recognized, "
+                f"so some tables may be incomplete")
+    return f"trace format {fmt} is newer than this hcasim's ({FORMAT}): update the checkout to read it fully"
 
 
 def _track_seq(st, prev, seq):

@@ -3,6 +3,7 @@ reads, their events merged by time, and the filters of `./hcasim trace list`
 (shared by trace_cli, trace_follow and trace_export)."""
 import heapq
 import re
+import sys
 from pathlib import Path
 
 from hcasim import trace_parse as tp
@@ -27,6 +28,10 @@ def sources_of(a):
         die(str(e))
     if not srcs:
         die(f"no trace in {' '.join(str(p) for p in paths)}")
+    for s in srcs:
+        note = tp.format_note(s.format())
+        if note:
+            print(f"{s.name}: {note}", file=sys.stderr)
     return srcs
 
 
@@ -87,6 +92,9 @@ def event_filter(a):
     eqns = int_list(a.eqn)
     cats = set(a.category.split(",")) if a.category else None
     evs = set(a.event.split(",")) if a.event else None
+    for name in evs or ():
+        if name not in tp.SCHEMA.events and not any(e.name == name for e in tp.SCHEMA.events.values()):
+            die(f"--event {name}: no such event in hca-model/trace-events (`./hcasim trace schema` lists them)")
     ops = {o.upper() for o in a.opcode.split(",")} if a.opcode else None
     rx = re.compile(a.grep) if a.grep else None
     # (qpn=0x104 is a substring of dqpn=0x104: received packets pass.)
@@ -113,7 +121,7 @@ def event_filter(a):
         if qpns or cqns or eqns:
             hit = False
             if qpns:
-                hit = e.int("qpn") in qpns or (e.cat == "pkt" and e.ev == "recv" and e.int("dqpn") in qpns)
+                hit = e.int("qpn") in qpns or (e.is_("pkt recv") and e.int("dqpn") in qpns)
             if cqns and not hit:
                 hit = e.int("cqn") in cqns
             if eqns and not hit:
@@ -124,6 +132,7 @@ def event_filter(a):
             names = {(tp.vname(e.get("opcode")) or "").upper(), (e.pkt_opcode() or "").upper()}
             if e.seg:
                 names.add(e.ev.upper())
+                names.add((e.wqe_opcode() or "").upper())
             if not names & ops:
                 return False
         return True

@@ -138,7 +138,7 @@ class Summary:
             self.eqs[(n, e.int("eqn"))]["irqs"] += 1
 
     def _guest_err(self, n, ev, e):
-        self.error("guest error", f"{e.ev} {e.body}", e)
+        self.error("guest error", e.reason or f"{e.ev} {e.body}", e)
 
     def _cmd(self, n, ev, e):
         if ev == "done":

@@ -268,11 +268,11 @@ def collect(source, seq, lookback=400, lookahead=3000):
     # What it caused: its packets, its CQE (a later WQE of the QP ends the
     # search: an unsignaled WQE has no CQE of its own).
     for e in it:
-        if e.cat == "wqe" and e.ev == "fetch" and e.int("qpn") == w.qpn:
+        if e.is_("wqe fetch") and e.int("qpn") == w.qpn:
             break
         if _belongs(w, e):
             w.after.append(e)
-            if e.cat == "cqe" and e.ev == "cqe":
+            if e.is_("cqe cqe"):
                 break
         if e.seq > w.fetch.seq + lookahead:
             break
@@ -296,11 +296,11 @@ def _last_seq(w):
 
 
 def _belongs(w, e):
-    if e.cat == "pkt" and e.ev == "send":
+    if e.is_("pkt send"):
         return e.int("qpn") == w.qpn and e.int("wqe") == w.index
-    if e.cat == "cqe" and e.ev == "cqe":
+    if e.is_("cqe cqe"):
         return e.int("qpn") == w.qpn and e.cqe_kind() in ("REQ", "REQ_ERR") and e.int("wqe_counter") == w.index
-    if e.cat == "mkey" and e.ev in ("umr", "fail", "invalidate"):
+    if e.is_("mkey umr", "mkey fail", "mkey invalidate"):
         return e.int("qpn") in (None, w.qpn)
     return False
 
