@@ -64,7 +64,21 @@ def cats_header(schema):
                "inline constexpr TraceCatInfo kTraceCats[] = {\n")
     for c in schema.categories.values():
         out.append(f'    {{kTr{camel(c.name)}, "{c.name}", "{c.help}"}},\n')
-    out.append("};\n\n}  // namespace hca\n")
+    out.append("};\n\n")
+    for t in schema.names:
+        out.append(f"// The names of trace-events' `names {t}` table (\"unknown\" for other values).\n"
+                   f"const char *trace_name_{t}(uint64_t value);\n")
+    out.append("\n}  // namespace hca\n")
+    return "".join(out)
+
+
+def names_source(schema):
+    out = []
+    for t, vals in schema.names.items():
+        out.append(f"const char *trace_name_{t}(uint64_t value) {{\n    switch (value) {{\n")
+        for v, n in vals.items():
+            out.append(f'    case 0x{v:x}: return "{n}";\n')
+        out.append('    default: return "unknown";\n    }\n}\n\n')
     return "".join(out)
 
 
@@ -171,7 +185,9 @@ def events_source(schema):
     out = [HEAD, "#include \"trace_events.gen.h\"\n\n#include <fmt/format.h>\n\nnamespace hca::tev {\n\n"]
     out.extend(emitter(schema, e) for e in schema.events.values())
     out.append(samples(schema))
-    out.append("}  // namespace hca::tev\n")
+    out.append("}  // namespace hca::tev\n\nnamespace hca {\n\n")
+    out.append(names_source(schema))
+    out.append("}  // namespace hca\n")
     return "".join(out)
 
 

@@ -185,6 +185,8 @@ class TraceSchema(unittest.TestCase):
         self.assertEqual(rc, 0)
         j = json.loads(out)
         self.assertTrue(any(e["category"] == "wqe" and e["event"] == "fetch" for e in j["events"]))
+        self.assertEqual(j["names"]["wqe_opcode"]["0x25"], "UMR")
+        self.assertNotIn("0xf", j["names"]["wqe_opcode"])  # no opcode the model lacks (WAIT)
         rc, out, _ = hcasim("trace", "schema")
         self.assertIn("fetch qpn:x index:x opcode:n", out)
 

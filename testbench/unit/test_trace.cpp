@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "datapath/wqe.h"
 #include "trace/trace.h"
 #include "trace_events.gen.h"
 
@@ -113,4 +114,23 @@ TEST_CASE("trace scope: qpn= and cqn= keep the QP-level events of the listed obj
     // Events left out by the scope take no sequence number: no false gaps.
     CHECK(all.find("\n4 0.007 pkt drop") != std::string::npos);
     std::remove(path);
+}
+
+TEST_CASE("the WQE opcode names come from trace-events, one per opcode the model knows", "[trace]") {
+    const std::pair<uint8_t, const char *> known[] = {
+        {kWqeNop, "NOP"},         {kWqeSendInval, "SEND_INVAL"},   {kWqeRdmaWrite, "RDMA_WRITE"},
+        {kWqeRdmaWriteImm, "RDMA_WRITE_IMM"}, {kWqeSend, "SEND"}, {kWqeSendImm, "SEND_IMM"},
+        {kWqeLso, "LSO"},         {kWqeRdmaRead, "RDMA_READ"},     {kWqeAtomicCs, "ATOMIC_CS"},
+        {kWqeAtomicFa, "ATOMIC_FA"}, {kWqeAtomicMaskedCs, "ATOMIC_MASKED_CS"},
+        {kWqeAtomicMaskedFa, "ATOMIC_MASKED_FA"}, {kWqeBindMw, "BIND_MW"}, {kWqeConfigCmd, "CONFIG_CMD"},
+        {kWqeUmr, "UMR"},
+    };
+    int named = 0;
+    for (unsigned v = 0; v < 256; ++v) {
+        named += std::string_view(wqe_opcode_name(static_cast<uint8_t>(v))) != "unknown";
+    }
+    CHECK(named == static_cast<int>(std::size(known)));
+    for (const auto &[op, name] : known) {
+        CHECK(std::string_view(wqe_opcode_name(op)) == name);
+    }
 }

@@ -83,6 +83,7 @@ class Schema:
     format: int
     categories: dict = field(default_factory=dict)   # name -> Category
     events: dict = field(default_factory=dict)       # "cat event" -> EventDef
+    names: dict = field(default_factory=dict)        # table -> {value: name}
 
     def event(self, cat, name):
         return self.events.get(f"{cat} {name}")
@@ -101,6 +102,7 @@ class Schema:
             "categories": [{"name": c.name, "bit": c.bit, "scoped": c.scoped, "help": c.help}
                            for c in self.categories.values()],
             "types": {t: d for t, (_, d) in TYPES.items()},
+            "names": {t: {f"0x{v:x}": n for v, n in vals.items()} for t, vals in self.names.items()},
             "events": [{"category": e.cat, "event": e.name, "segment": e.seg, "reason": e.reason,
                         "fields": [{"name": f.name, "type": f.type, "optional": f.optional} for f in e.fields]}
                        for e in self.events.values()],
@@ -115,6 +117,7 @@ def parse(text, where="trace-events"):
     fmt = None
     cats = {}
     events = {}
+    names = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -126,6 +129,22 @@ def parse(text, where="trace-events"):
         words = line.split()
         if words[0] == "format":
             fmt = int(words[1])
+            continue
+        if words[0] == "names":
+            # names TABLE VALUE=NAME ...: the names the model gives the
+            # values of a named field (generated as trace_name_TABLE()).
+            if len(words) < 3 or not _IDENT.match(words[1]) or words[1] in names:
+                raise bad("expected: names TABLE VALUE=NAME ...")
+            table = {}
+            for w in words[2:]:
+                v, eq, nm = w.partition("=")
+                try:
+                    table[int(v, 0)] = nm
+                except ValueError:
+                    raise bad(f"bad value {w!r}") from None
+                if not eq or not nm:
+                    raise bad(f"bad VALUE=NAME {w!r}")
+            names[words[1]] = table
             continue
         if words[0] == "category":
             m = re.fullmatch(r'category\s+(\S+)\s+(\d+)\s+(scoped\s+)?"([^"]*)"', line)
@@ -166,7 +185,7 @@ def parse(text, where="trace-events"):
         events[key] = EventDef(cat, name, seg, tuple(fields), reason, n)
     if fmt is None:
         raise SchemaError(f"{where}: no 'format N' line")
-    return Schema(fmt, cats, events)
+    return Schema(fmt, cats, events, names)
 
 
 @lru_cache(maxsize=1)

@@ -22,12 +22,8 @@ from dataclasses import dataclass, field
 
 from hcasim import trace_parse as tp
 
-# mlx5 WQE opcodes (PRM "Send WQE opcodes", the model's wqe.h).
-WQE_OPCODES = {
-    0x00: "NOP", 0x01: "SEND_INVAL", 0x08: "RDMA_WRITE", 0x09: "RDMA_WRITE_IMM", 0x0a: "SEND", 0x0b: "SEND_IMM",
-    0x0e: "LSO", 0x0f: "WAIT", 0x10: "RDMA_READ", 0x11: "ATOMIC_CS", 0x12: "ATOMIC_FA", 0x14: "ATOMIC_MASKED_CS",
-    0x15: "ATOMIC_MASKED_FA", 0x18: "BIND_MW", 0x1f: "CONFIG_CMD", 0x25: "UMR",
-}
+# mlx5 WQE opcodes as the model names them (hca-model/trace-events).
+WQE_OPCODES = tp.SCHEMA.names["wqe_opcode"]
 RDMA_OPS = {"RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ"}
 ATOMIC_OPS = {"ATOMIC_CS", "ATOMIC_FA", "ATOMIC_MASKED_CS", "ATOMIC_MASKED_FA"}
 # Opcodes a connected QP's requester parses (rc_req.cpp) and a UD QP's.

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "trace/trace.h"
+
 namespace hca {
 
 SqWqe SqWqe::decode(uint16_t index, std::span<const uint8_t> bytes) {
@@ -31,26 +33,9 @@ uint64_t GatherList::length() const {
     return n;
 }
 
-const char *wqe_opcode_name(uint8_t op) {
-    switch (op) {
-    case kWqeNop: return "NOP";
-    case kWqeSendInval: return "SEND_INVAL";
-    case kWqeRdmaWrite: return "RDMA_WRITE";
-    case kWqeRdmaWriteImm: return "RDMA_WRITE_IMM";
-    case kWqeSend: return "SEND";
-    case kWqeSendImm: return "SEND_IMM";
-    case kWqeLso: return "LSO";
-    case kWqeRdmaRead: return "RDMA_READ";
-    case kWqeAtomicCs: return "ATOMIC_CS";
-    case kWqeAtomicFa: return "ATOMIC_FA";
-    case kWqeAtomicMaskedCs: return "ATOMIC_MASKED_CS";
-    case kWqeAtomicMaskedFa: return "ATOMIC_MASKED_FA";
-    case kWqeBindMw: return "BIND_MW";
-    case kWqeConfigCmd: return "CONFIG_CMD";
-    case kWqeUmr: return "UMR";
-    default: return "unknown";
-    }
-}
+// The names are declared once, in hca-model/trace-events (names wqe_opcode),
+// for the trace and for `./hcasim trace decode`.
+const char *wqe_opcode_name(uint8_t op) { return trace_name_wqe_opcode(op); }
 
 const char *cqe_syndrome_name(uint8_t s) {
     switch (s) {
