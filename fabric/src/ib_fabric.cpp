@@ -186,7 +186,7 @@ std::string IbFabric::stats_text() const {
         const std::string pre = k ? fmt::format("switch {} ", sw.config().name) : std::string();
         fmt::format_to(std::back_inserter(s), "{}switch: forwarded={} local={} dropped={}\n", pre, sw.forwarded(),
                        sw.local_delivered(), sw.total_drops());
-        for (size_t i = 1; i < static_cast<size_t>(Drop::kCount); ++i) {
+        for (size_t i = 1; i < static_cast<size_t>(Drop::Count); ++i) {
             if (const uint64_t n = sw.drops(static_cast<Drop>(i))) {
                 fmt::format_to(std::back_inserter(s), "{}drop {}={}\n", pre, drop_name(static_cast<Drop>(i)), n);
             }

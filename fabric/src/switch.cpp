@@ -38,7 +38,8 @@ const char *drop_name(Drop d) {
     case Drop::BadPkey: return "bad-pkey";
     case Drop::QueueFull: return "queue-full";
     case Drop::Partitioned: return "partitioned";
-    case Drop::kCount: break;
+    case Drop::Count:
+        break;
     }
     return "?";
 }

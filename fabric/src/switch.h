@@ -61,9 +61,9 @@ class PortSink {
 // Why a packet was dropped; the names appear in counters, captures, logs.
 enum class Drop : uint8_t {
     None,
-    LinkDown,         // ingress link not up (port disabled or unplugged)
-    FaultDrop,        // fault injection on the ingress link
-    BadFrame,         // link frame too short or not a packet
+    LinkDown,   // ingress link not up (port disabled or unplugged)
+    FaultDrop,  // fault injection on the ingress link
+    BadFrame,   // link frame too short or not a packet
     Truncated,
     BadLength,
     BadLnh,
@@ -71,25 +71,25 @@ enum class Drop : uint8_t {
     BadOpcode,
     BadIcrc,
     BadVcrc,
-    TooLong,          // payload above the link MTU
-    BadVl,            // a data VL the port does not operate (only VL0)
-    BadSmp,           // VL15 packet that is no SMP, or QP0 traffic off VL15
-    DrDiscard,        // directed-route rules (IBA 14.2.2)
-    NoSm,             // returning SMP for an SM that does not run here
-    IngressNotActive, // non-VL15 packet on a port that is not Active
+    TooLong,           // payload above the link MTU
+    BadVl,             // a data VL the port does not operate (only VL0)
+    BadSmp,            // VL15 packet that is no SMP, or QP0 traffic off VL15
+    DrDiscard,         // directed-route rules (IBA 14.2.2)
+    NoSm,              // returning SMP for an SM that does not run here
+    IngressNotActive,  // non-VL15 packet on a port that is not Active
     EgressNotActive,
-    EgressDown,       // physical link of the egress port down
-    PermissiveDlid,   // only directed-route SMPs use LID 0xffff
-    ReservedDlid,     // DLID 0
-    NoRoute,          // LFT entry unset / above LinearFDBTop, MFT empty
-    Loop,             // unicast egress = ingress port
-    NoQp,             // management port: no such QP
+    EgressDown,      // physical link of the egress port down
+    PermissiveDlid,  // only directed-route SMPs use LID 0xffff
+    ReservedDlid,    // DLID 0
+    NoRoute,         // LFT entry unset / above LinearFDBTop, MFT empty
+    Loop,            // unicast egress = ingress port
+    NoQp,            // management port: no such QP
     BadQkey,
     BadPkey,
-    QueueFull,        // an egress delay line at its cap (IbSwitch::kMaxDelayed), or
-                      // the device's send queue (a peer past the HOQ lifetime)
-    Partitioned,      // ingress and egress port cut off each other (fault injection)
-    kCount,
+    QueueFull,    // an egress delay line at its cap (IbSwitch::kMaxDelayed), or
+                  // the device's send queue (a peer past the HOQ lifetime)
+    Partitioned,  // ingress and egress port cut off each other (fault injection)
+    Count,
 };
 const char *drop_name(Drop d);
 
@@ -286,7 +286,7 @@ class IbSwitch {
     LinkHandler link_handler_;
     bool port_state_change_ = false;
     ForwardingTables::PortSet congested_;
-    std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops_{};
+    std::array<uint64_t, static_cast<size_t>(Drop::Count)> drops_{};
     uint64_t forwarded_ = 0;
     uint64_t local_delivered_ = 0;
     uint64_t local_ids_ = 0;

@@ -222,10 +222,10 @@ TEST_CASE("IPoIB offload QP: checksums on send, LSO cut into datagrams, checksum
     CmdResult r;
     set_offload_mode(s.d, 1);
     s.d.create_qp(hca::kQpRc, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 4, 4, &r);
-    CHECK(r.status == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
     set_offload_mode(s.d, 2);
     s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 4, 4, &r);
-    CHECK(r.status == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
     set_offload_mode(s.d, 1);
     auto a = s.ud(kQkey);
     set_offload_mode(s.d, 1);
@@ -700,7 +700,7 @@ TEST_CASE("CQ resize: RESIZE CQE at the producer counter, unpolled CQEs kept, co
     for (uint8_t t = 0; t < 5; ++t) {
         send(t);
     }
-    CHECK(s.d.resize_cq(s.rcq, 2) == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    CHECK(s.d.resize_cq(s.rcq, 2) == static_cast<uint8_t>(hca::Status::BadParam));
     CHECK(s.d.resize_cq(s.rcq, 3) == 0);
     n = 0;
     while (s.d.next_cqe(s.rcq)) {

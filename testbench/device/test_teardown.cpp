@@ -99,10 +99,10 @@ TEST_CASE("teardown and reset destroy every object and timer, nothing touches th
 
     // The driver starts over; the old QPN is gone.
     if (how_s == "TEARDOWN_HCA") {
-        CHECK(query_qp(p.a.d, p.qa.qpn) == uint8_t(hca::Status::BAD_SYS_STATE));  // not initialized
+        CHECK(query_qp(p.a.d, p.qa.qpn) == uint8_t(hca::Status::BadSysState));  // not initialized
     }
     p.a.d.bring_up();
-    CHECK(query_qp(p.a.d, p.qa.qpn) == uint8_t(hca::Status::BAD_RES));
+    CHECK(query_qp(p.a.d, p.qa.qpn) == uint8_t(hca::Status::BadRes));
     CHECK(a.dev.qps.count() == 0);
 }
 

@@ -230,7 +230,7 @@ TEST_CASE("CREATE_MKEY of a KLM key: a window (free, UMR-enabled, no list) only"
     CHECK(n.d.create_window(n.pd, true, 0x44, &r) != 0);
     CHECK(r.status == 0);
     n.d.create_window(n.pd, true, 0x44, &r, false);
-    CHECK(r.status == static_cast<uint8_t>(hca::Status::BAD_PARAM));
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
 }
 
 TEST_CASE("UMR QP: enable an MR-cache key with a pointed-to MTT list, RDMA through it, revoke", "[umr]") {

@@ -46,23 +46,23 @@ Delivery CommandInterface::gather(uint64_t ptr, uint8_t token, std::vector<uint8
     uint32_t done = 16;
     for (uint32_t n = 0; done < inlen; ++n) {
         if (ptr & 7) {
-            return Delivery::INPUT_POINTER_NOT_ALIGNED;
+            return Delivery::InputPointerNotAligned;
         }
         if (!dev_.dma_read(ptr, block, sizeof(block))) {
-            return Delivery::BAD_BLOCK_NUMBER;
+            return Delivery::BadBlockNumber;
         }
         if (load_be32(block + kBlockNum) != n) {
-            return Delivery::BAD_BLOCK_NUMBER;
+            return Delivery::BadBlockNumber;
         }
         if (block[kBlockToken] != token) {
-            return Delivery::TOKEN_ERR;
+            return Delivery::TokenErr;
         }
         const uint32_t len = std::min<uint32_t>(kBlockData, inlen - done);
         std::memcpy(in.data() + done, block, len);
         done += len;
         ptr = load_be64(block + kBlockNext);
     }
-    return Delivery::OK;
+    return Delivery::Ok;
 }
 
 Delivery CommandInterface::scatter(uint64_t ptr, uint8_t token, const std::vector<uint8_t> &out) {
@@ -71,25 +71,25 @@ Delivery CommandInterface::scatter(uint64_t ptr, uint8_t token, const std::vecto
     uint32_t done = 16;
     for (uint32_t n = 0; done < outlen; ++n) {
         if (ptr & 7) {
-            return Delivery::OUTPUT_POINTER_NOT_ALIGNED;
+            return Delivery::OutputPointerNotAligned;
         }
         if (!dev_.dma_read(ptr + kBlockData, hdr, sizeof(hdr))) {
-            return Delivery::BAD_BLOCK_NUMBER;
+            return Delivery::BadBlockNumber;
         }
         if (load_be32(hdr + (kBlockNum - kBlockData)) != n) {
-            return Delivery::BAD_BLOCK_NUMBER;
+            return Delivery::BadBlockNumber;
         }
         if (hdr[kBlockToken - kBlockData] != token) {
-            return Delivery::TOKEN_ERR;
+            return Delivery::TokenErr;
         }
         const uint32_t len = std::min<uint32_t>(kBlockData, outlen - done);
         if (!dev_.dma_write(ptr, out.data() + done, len)) {
-            return Delivery::BAD_BLOCK_NUMBER;
+            return Delivery::BadBlockNumber;
         }
         done += len;
         ptr = load_be64(hdr + (kBlockNext - kBlockData));
     }
-    return Delivery::OK;
+    return Delivery::Ok;
 }
 
 bool CommandInterface::execute(unsigned slot) {
@@ -109,13 +109,13 @@ bool CommandInterface::execute(unsigned slot) {
     const uint32_t inlen = load_be32(lay + kLayInlen);
     const uint32_t outlen = load_be32(lay + kLayOutlen);
     const uint8_t token = lay[kLayToken];
-    Delivery deliv = Delivery::OK;
+    Delivery deliv = Delivery::Ok;
     if (lay[kLayType] != kPciCmdXport) {
-        deliv = Delivery::BAD_COMMAND_DESCRIPTOR;
+        deliv = Delivery::BadCommandDescriptor;
     } else if (inlen < 8 || inlen > kMaxMsg) {
-        deliv = Delivery::INPUT_LEN_ERR;
+        deliv = Delivery::InputLenErr;
     } else if (outlen < 8 || outlen > kMaxMsg) {
-        deliv = Delivery::OUTPUT_LEN_ERR;
+        deliv = Delivery::OutputLenErr;
     }
 
     std::vector<uint8_t> in;
@@ -123,13 +123,13 @@ bool CommandInterface::execute(unsigned slot) {
     Verdict fault;
     CmdCtx ctx{.in = {}, .out = out};
     ctx.slot = slot;
-    if (deliv == Delivery::OK) {
+    if (deliv == Delivery::Ok) {
         in.assign(std::max<uint32_t>(inlen, 16), 0);
         std::memcpy(in.data(), lay + kLayIn, 16);
         deliv = gather(load_be64(lay + kLayInPtr), token, in, inlen);
         in.resize(inlen);
     }
-    if (deliv == Delivery::OK) {
+    if (deliv == Delivery::Ok) {
         out.assign(std::max<uint32_t>(outlen, 16), 0);
         ctx.in = in;
         ctx.opcode = static_cast<uint16_t>(ifc::get(in.data(), ifc::cmd_in_hdr::opcode));
@@ -149,10 +149,10 @@ bool CommandInterface::execute(unsigned slot) {
         ifc::set(out.data(), ifc::cmd_out_hdr::status, static_cast<uint8_t>(ctx.status));
         ifc::set(out.data(), ifc::cmd_out_hdr::syndrome, ctx.syndrome);
         out.resize(std::max<uint32_t>(outlen, 16));
-        if (deliv == Delivery::OK) {
+        if (deliv == Delivery::Ok) {
             deliv = scatter(load_be64(lay + kLayOutPtr), token, out);
         }
-        if (deliv == Delivery::OK) {
+        if (deliv == Delivery::Ok) {
             dev_.dma_write(lay_addr + kLayOut, out.data(), 16);
         }
     }
@@ -165,7 +165,7 @@ bool CommandInterface::execute(unsigned slot) {
     }
 
     const int64_t took = dev_.now() - t0;
-    if (deliv != Delivery::OK && fault.what != Injected::Delivery) {
+    if (deliv != Delivery::Ok && fault.what != Injected::Delivery) {
         dev_.guest_error("cmd slot={} delivery status {} (0x{:x}) inlen={} outlen={}", slot,
                          delivery_name(deliv), static_cast<unsigned>(deliv), inlen, outlen);
     } else if (!ctx.ok() && fault.what != Injected::Status) {

@@ -123,21 +123,20 @@ void Firmware::execute(CmdCtx &c) {
         }
     }
     if (!desc) {
-        c.fail(Status::BAD_OP, "opcode 0x{:x} is not implemented by this device", c.opcode);
+        c.fail(Status::BadOp, "opcode 0x{:x} is not implemented by this device", c.opcode);
         return;
     }
     if (c.in.size() < desc->min_in) {
-        c.fail(Status::BAD_INPUT_LEN, "inlen {} is shorter than the {} bytes of the inbox", c.in.size(),
-               desc->min_in);
+        c.fail(Status::BadInputLen, "inlen {} is shorter than the {} bytes of the inbox", c.in.size(), desc->min_in);
         return;
     }
     if (c.out.size() < desc->min_out) {
-        c.fail(Status::BAD_OUTPUT_LEN, "outlen {} is shorter than the {} bytes of the outbox", c.out.size(),
+        c.fail(Status::BadOutputLen, "outlen {} is shorter than the {} bytes of the outbox", c.out.size(),
                desc->min_out);
         return;
     }
     if (state_ < desc->state) {
-        c.fail(Status::BAD_SYS_STATE, "the HCA is {}, the command needs it {}", state_name(state_),
+        c.fail(Status::BadSysState, "the HCA is {}, the command needs it {}", state_name(state_),
                state_name(desc->state));
         return;
     }

@@ -26,7 +26,7 @@ struct CmdCtx {
     uint16_t opcode = 0;
     uint16_t op_mod = 0;
     unsigned slot = 0;
-    Status status = Status::OK;
+    Status status = Status::Ok;
     uint32_t syndrome = 0;
     std::string error;            // why status != OK, for the trace
     bool suppress_eqe = false;    // completion must not be signalled by an EQE
@@ -54,7 +54,7 @@ struct CmdCtx {
         error = fmt::format(f, std::forward<Args>(args)...);
         syndrome = syndrome_of(fmt::string_view(f));
     }
-    bool ok() const { return status == Status::OK; }
+    bool ok() const { return status == Status::Ok; }
 
     static uint32_t syndrome_of(fmt::string_view reason) {
         uint32_t h = 2166136261u;  // FNV-1a of the check's message template

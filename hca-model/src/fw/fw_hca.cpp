@@ -24,7 +24,7 @@ void Firmware::drop_hca_objects() {
 
 void Firmware::enable_hca(CmdCtx &c) {
     if (c.get(ifc::enable_hca_in::function_id) != 0 || c.get(ifc::enable_hca_in::embedded_cpu_function)) {
-        c.fail(Status::BAD_PARAM, "function_id {} / embedded_cpu_function {}: only the PF (0) exists",
+        c.fail(Status::BadParam, "function_id {} / embedded_cpu_function {}: only the PF (0) exists",
                c.get(ifc::enable_hca_in::function_id), c.get(ifc::enable_hca_in::embedded_cpu_function));
         return;
     }
@@ -43,7 +43,7 @@ void Firmware::enable_hca(CmdCtx &c) {
 
 void Firmware::disable_hca(CmdCtx &c) {
     if (c.get(ifc::disable_hca_in::function_id) != 0) {
-        c.fail(Status::BAD_PARAM, "function_id {}: only the PF (0) exists", c.get(ifc::disable_hca_in::function_id));
+        c.fail(Status::BadParam, "function_id {}: only the PF (0) exists", c.get(ifc::disable_hca_in::function_id));
         return;
     }
     if (!pages_.empty()) {
@@ -64,11 +64,11 @@ void Firmware::query_issi(CmdCtx &c) {
 void Firmware::set_issi(CmdCtx &c) {
     const uint32_t issi = static_cast<uint32_t>(c.get(ifc::set_issi_in::current_issi));
     if (state_ != HcaState::Enabled) {
-        c.fail(Status::BAD_SYS_STATE, "SET_ISSI after INIT_HCA");
+        c.fail(Status::BadSysState, "SET_ISSI after INIT_HCA");
         return;
     }
     if (issi >= 16 || !(kSupportedIssi >> issi & 1)) {
-        c.fail(Status::BAD_PARAM, "ISSI {} is not supported (mask 0x{:x})", issi, kSupportedIssi);
+        c.fail(Status::BadParam, "ISSI {} is not supported (mask 0x{:x})", issi, kSupportedIssi);
         return;
     }
     issi_ = static_cast<uint16_t>(issi);
@@ -78,7 +78,7 @@ void Firmware::query_hca_cap(CmdCtx &c) {
     const uint16_t type = c.op_mod >> 1;
     const bool current = c.op_mod & 1;
     if (!caps_.supported(type)) {
-        c.fail(Status::BAD_PARAM, "capability type 0x{:x} is not supported", type);
+        c.fail(Status::BadParam, "capability type 0x{:x} is not supported", type);
         return;
     }
     const auto &img = caps_.image(type, current);
@@ -89,16 +89,16 @@ void Firmware::query_hca_cap(CmdCtx &c) {
 void Firmware::set_hca_cap(CmdCtx &c) {
     const uint16_t type = c.op_mod >> 1;
     if (state_ != HcaState::Enabled) {
-        c.fail(Status::BAD_SYS_STATE, "SET_HCA_CAP after INIT_HCA");
+        c.fail(Status::BadSysState, "SET_HCA_CAP after INIT_HCA");
         return;
     }
     auto in = c.in_block(ifc::set_hca_cap_in::capability);
     if (in.size() < Caps::kCapBytes) {
-        c.fail(Status::BAD_INPUT_LEN, "capability image is {} bytes, not {}", in.size(), Caps::kCapBytes);
+        c.fail(Status::BadInputLen, "capability image is {} bytes, not {}", in.size(), Caps::kCapBytes);
         return;
     }
     if (std::string why = caps_.set(type, in.data()); !why.empty()) {
-        c.fail(Status::BAD_PARAM, "SET_HCA_CAP refused: {}", why);
+        c.fail(Status::BadParam, "SET_HCA_CAP refused: {}", why);
         return;
     }
     HCA_TRACE(dev_, cmd_set_hca_cap, .type = type, .log_max_qp = caps_.gen(ifc::cmd_hca_cap::log_max_qp),
@@ -107,12 +107,11 @@ void Firmware::set_hca_cap(CmdCtx &c) {
 
 void Firmware::init_hca(CmdCtx &c) {
     if (state_ != HcaState::Enabled) {
-        c.fail(Status::BAD_SYS_STATE, "INIT_HCA on an initialized HCA");
+        c.fail(Status::BadSysState, "INIT_HCA on an initialized HCA");
         return;
     }
     if (pages_.size() < static_cast<size_t>(kBootPages + kInitPages)) {
-        c.fail(Status::BAD_SYS_STATE, "INIT_HCA needs {} pages, {} were given", kBootPages + kInitPages,
-               pages_.size());
+        c.fail(Status::BadSysState, "INIT_HCA needs {} pages, {} were given", kBootPages + kInitPages, pages_.size());
         return;
     }
     state_ = HcaState::Initialized;
@@ -123,7 +122,7 @@ void Firmware::teardown_hca(CmdCtx &c) {
     // 1: force close (needs force_teardown), 2: prepare fast teardown (needs
     // fast_teardown); neither capability is advertised.
     if (profile != 0) {
-        c.fail(Status::BAD_PARAM, "teardown profile {} is not supported", profile);
+        c.fail(Status::BadParam, "teardown profile {} is not supported", profile);
         return;
     }
     drop_hca_objects();

@@ -17,7 +17,7 @@ enum : uint16_t { kManageAllocFail = 0, kManageGive = 1, kManageTake = 2 };
 
 void Firmware::query_pages(CmdCtx &c) {
     if (c.get(ifc::query_pages_in::function_id) != 0 || c.get(ifc::query_pages_in::embedded_cpu_function)) {
-        c.fail(Status::BAD_PARAM, "function_id {}: only the PF (0) exists", c.get(ifc::query_pages_in::function_id));
+        c.fail(Status::BadParam, "function_id {}: only the PF (0) exists", c.get(ifc::query_pages_in::function_id));
         return;
     }
     int32_t n = 0;
@@ -36,7 +36,7 @@ void Firmware::query_pages(CmdCtx &c) {
         n = 0;
         break;
     default:
-        c.fail(Status::BAD_PARAM, "QUERY_PAGES op_mod {} is not boot/init/regular", c.op_mod);
+        c.fail(Status::BadParam, "QUERY_PAGES op_mod {} is not boot/init/regular", c.op_mod);
         return;
     }
     pages_wanted_ = n;
@@ -54,7 +54,7 @@ void Firmware::page_request(int32_t npages) {
 
 void Firmware::manage_pages(CmdCtx &c) {
     if (c.get(ifc::manage_pages_in::function_id) != 0 || c.get(ifc::manage_pages_in::embedded_cpu_function)) {
-        c.fail(Status::BAD_PARAM, "function_id {}: only the PF (0) exists", c.get(ifc::manage_pages_in::function_id));
+        c.fail(Status::BadParam, "function_id {}: only the PF (0) exists", c.get(ifc::manage_pages_in::function_id));
         return;
     }
     const uint32_t n = static_cast<uint32_t>(c.get(ifc::manage_pages_in::input_num_entries));
@@ -66,19 +66,19 @@ void Firmware::manage_pages(CmdCtx &c) {
     case kManageGive: {
         auto pas = c.in_block(ifc::manage_pages_in::pas);
         if (uint64_t{n} * 8 > pas.size()) {
-            c.fail(Status::BAD_INPUT_LEN, "{} page entries need {} bytes, the inbox has {}", n, uint64_t{n} * 8,
+            c.fail(Status::BadInputLen, "{} page entries need {} bytes, the inbox has {}", n, uint64_t{n} * 8,
                    pas.size());
             return;
         }
         if (pages_.size() + n > limits::kFirmwarePages) {
-            c.fail(Status::LIM, "{} more pages exceed the {} the device keeps ({} held, {} asked for)", n,
+            c.fail(Status::ExceedLim, "{} more pages exceed the {} the device keeps ({} held, {} asked for)", n,
                    limits::kFirmwarePages, pages_.size(), pages_wanted_);
             return;
         }
         for (uint32_t i = 0; i < n; ++i) {
             const uint64_t a = load_be64(pas.data() + i * 8);
             if (a & 0xfff) {
-                c.fail(Status::BAD_PARAM, "page {} address 0x{:x} is not 4 KiB aligned", i, a);
+                c.fail(Status::BadParam, "page {} address 0x{:x} is not 4 KiB aligned", i, a);
                 return;
             }
         }
@@ -102,7 +102,7 @@ void Firmware::manage_pages(CmdCtx &c) {
         return;
     }
     default:
-        c.fail(Status::BAD_PARAM, "MANAGE_PAGES op_mod {} is not give/take/alloc-fail", c.op_mod);
+        c.fail(Status::BadParam, "MANAGE_PAGES op_mod {} is not give/take/alloc-fail", c.op_mod);
         return;
     }
 }

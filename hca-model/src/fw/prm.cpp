@@ -36,39 +36,66 @@ const char *opcode_name(uint16_t opcode) {
 
 const char *status_name(Status s) {
     switch (s) {
-    case Status::OK: return "OK";
-    case Status::INT_ERR: return "internal error";
-    case Status::BAD_OP: return "bad operation";
-    case Status::BAD_PARAM: return "bad parameter";
-    case Status::BAD_SYS_STATE: return "bad system state";
-    case Status::BAD_RES: return "bad resource";
-    case Status::RES_BUSY: return "resource busy";
-    case Status::LIM: return "limits exceeded";
-    case Status::BAD_RES_STATE: return "bad resource state";
-    case Status::BAD_INDEX: return "bad index";
-    case Status::NO_RES: return "no resources";
-    case Status::BAD_QP_STATE: return "bad QP state";
-    case Status::BAD_PKT: return "bad packet";
-    case Status::BAD_SIZE: return "bad size";
-    case Status::BAD_INPUT_LEN: return "bad input length";
-    case Status::BAD_OUTPUT_LEN: return "bad output length";
+        case Status::Ok:
+            return "OK";
+        case Status::IntErr:
+            return "internal error";
+        case Status::BadOp:
+            return "bad operation";
+        case Status::BadParam:
+            return "bad parameter";
+        case Status::BadSysState:
+            return "bad system state";
+        case Status::BadRes:
+            return "bad resource";
+        case Status::ResBusy:
+            return "resource busy";
+        case Status::ExceedLim:
+            return "limits exceeded";
+        case Status::BadResState:
+            return "bad resource state";
+        case Status::BadIndex:
+            return "bad index";
+        case Status::NoRes:
+            return "no resources";
+        case Status::BadQpState:
+            return "bad QP state";
+        case Status::BadPkt:
+            return "bad packet";
+        case Status::BadSize:
+            return "bad size";
+        case Status::BadInputLen:
+            return "bad input length";
+        case Status::BadOutputLen:
+            return "bad output length";
     }
     return "unknown status";
 }
 
 const char *delivery_name(Delivery d) {
     switch (d) {
-    case Delivery::OK: return "no errors";
-    case Delivery::SIGNATURE_ERR: return "signature error";
-    case Delivery::TOKEN_ERR: return "token error";
-    case Delivery::BAD_BLOCK_NUMBER: return "bad block number";
-    case Delivery::OUTPUT_POINTER_NOT_ALIGNED: return "output pointer not aligned to block size";
-    case Delivery::INPUT_POINTER_NOT_ALIGNED: return "input pointer not aligned to block size";
-    case Delivery::FW_INTERNAL_ERR: return "firmware internal error";
-    case Delivery::INPUT_LEN_ERR: return "command input length error";
-    case Delivery::OUTPUT_LEN_ERR: return "command output length error";
-    case Delivery::RESERVED_NOT_ZERO: return "reserved fields not cleared";
-    case Delivery::BAD_COMMAND_DESCRIPTOR: return "bad command descriptor type";
+        case Delivery::Ok:
+            return "no errors";
+        case Delivery::SignatureErr:
+            return "signature error";
+        case Delivery::TokenErr:
+            return "token error";
+        case Delivery::BadBlockNumber:
+            return "bad block number";
+        case Delivery::OutputPointerNotAligned:
+            return "output pointer not aligned to block size";
+        case Delivery::InputPointerNotAligned:
+            return "input pointer not aligned to block size";
+        case Delivery::FwInternalErr:
+            return "firmware internal error";
+        case Delivery::InputLenErr:
+            return "command input length error";
+        case Delivery::OutputLenErr:
+            return "command output length error";
+        case Delivery::ReservedNotZero:
+            return "reserved fields not cleared";
+        case Delivery::BadCommandDescriptor:
+            return "bad command descriptor type";
     }
     return "unknown delivery status";
 }

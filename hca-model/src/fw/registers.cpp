@@ -51,18 +51,18 @@ void Registers::access(CmdCtx &c) {
         }
     }
     if (!desc) {
-        c.fail(Status::BAD_PARAM, "access register 0x{:x} ({}) is not implemented", id, write ? "write" : "read");
+        c.fail(Status::BadParam, "access register 0x{:x} ({}) is not implemented", id, write ? "write" : "read");
         return;
     }
     auto in = c.in_block(ifc::access_register_in::register_data);
     auto out = c.out_block(ifc::access_register_out::register_data);
     if (in.size() < desc->size && write) {
-        c.fail(Status::BAD_INPUT_LEN, "{} write carries {} bytes, the register has {}", desc->name, in.size(),
+        c.fail(Status::BadInputLen, "{} write carries {} bytes, the register has {}", desc->name, in.size(),
                desc->size);
         return;
     }
     if (write && !desc->writable) {
-        c.fail(Status::BAD_PARAM, "{} is read-only", desc->name);
+        c.fail(Status::BadParam, "{} is read-only", desc->name);
         return;
     }
     // A read may carry less than the whole register (only its index
@@ -93,7 +93,7 @@ void Registers::host_endianness(RegAccess &r) {
 
 void Registers::mcam(RegAccess &r) {
     if (r.out.size() < ifc::mcam_reg::size_bytes) {
-        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MCAM needs {} bytes", ifc::mcam_reg::size_bytes);
+        r.cmd.fail(Status::BadOutputLen, "MCAM needs {} bytes", ifc::mcam_reg::size_bytes);
         return;
     }
     const uint64_t group = ifc::get(r.out.data(), ifc::mcam_reg::access_reg_group);
@@ -119,12 +119,12 @@ void Registers::mcam(RegAccess &r) {
 
 void Registers::mcqs(RegAccess &r) {
     if (r.out.size() < ifc::mcqs_reg::size_bytes) {
-        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MCQS needs {} bytes", ifc::mcqs_reg::size_bytes);
+        r.cmd.fail(Status::BadOutputLen, "MCQS needs {} bytes", ifc::mcqs_reg::size_bytes);
         return;
     }
     const uint64_t index = ifc::get(r.out.data(), ifc::mcqs_reg::component_index);
     if (index != 0) {
-        r.cmd.fail(Status::BAD_PARAM, "MCQS component index {} does not exist (one component)", index);
+        r.cmd.fail(Status::BadParam, "MCQS component index {} does not exist (one component)", index);
         return;
     }
     ifc::set(r.out.data(), ifc::mcqs_reg::last_index_flag, 1);
@@ -137,12 +137,12 @@ void Registers::mcqi(RegAccess &r) {
     const uint64_t index = ifc::get(r.in.data(), ifc::mcqi_reg::component_index);
     const uint64_t type = ifc::get(r.in.data(), ifc::mcqi_reg::info_type);
     if (index != 0 || type != kMcqiInfoVersion) {
-        r.cmd.fail(Status::BAD_PARAM, "MCQI component {} info type {} is not available", index, type);
+        r.cmd.fail(Status::BadParam, "MCQI component {} info type {} is not available", index, type);
         return;
     }
     const uint32_t data_off = ifc::mcqi_reg::data.byte();
     if (r.out.size() < data_off + ifc::mcqi_version::size_bytes) {
-        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MCQI version needs {} bytes", data_off + ifc::mcqi_version::size_bytes);
+        r.cmd.fail(Status::BadOutputLen, "MCQI version needs {} bytes", data_off + ifc::mcqi_version::size_bytes);
         return;
     }
     uint8_t *v = r.out.data() + data_off;
@@ -163,7 +163,7 @@ void Registers::pcap(RegAccess &r) {
     constexpr ifc::Field kCaps{ifc::pcap_reg::port_capability_mask.off, 32};
     const uint64_t port = ifc::get(r.in.data(), ifc::pcap_reg::local_port);
     if (port != 1) {
-        r.cmd.fail(Status::BAD_PARAM, "PCAP for port {}", port);
+        r.cmd.fail(Status::BadParam, "PCAP for port {}", port);
         return;
     }
     if (r.write) {
@@ -184,13 +184,13 @@ void Registers::node_desc(RegAccess &r) {
 // pci_power) and the x16 link of the QEMU device's Link Capabilities.
 void Registers::mpein(RegAccess &r) {
     if (r.out.size() < ifc::mpein_reg::size_bytes) {
-        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MPEIN needs {} bytes", ifc::mpein_reg::size_bytes);
+        r.cmd.fail(Status::BadOutputLen, "MPEIN needs {} bytes", ifc::mpein_reg::size_bytes);
         return;
     }
     const uint64_t index = ifc::get(r.in.data(), ifc::mpein_reg::pcie_index);
     const uint64_t depth = ifc::get(r.in.data(), ifc::mpein_reg::depth);
     if (index != 0 || depth != 0) {
-        r.cmd.fail(Status::BAD_PARAM, "MPEIN pcie_index {} depth {}: one endpoint, at depth 0", index, depth);
+        r.cmd.fail(Status::BadParam, "MPEIN pcie_index {} depth {}: one endpoint, at depth 0", index, depth);
         return;
     }
     ifc::set(r.out.data(), ifc::mpein_reg::link_width_enabled, 16);
@@ -209,15 +209,15 @@ void Registers::mfrl(RegAccess &r) {
         const uint64_t level = ifc::get(r.in.data(), ifc::mfrl_reg::reset_level);
         if (level != kMfrlLevelLivePatch || ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_start) ||
             ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_resp)) {
-            r.cmd.fail(Status::BAD_PARAM, "MFRL: reset level 0x{:x} (sync start {}, response {}) is not offered",
-                       level, ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_start),
+            r.cmd.fail(Status::BadParam, "MFRL: reset level 0x{:x} (sync start {}, response {}) is not offered", level,
+                       ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_start),
                        ifc::get(r.in.data(), ifc::mfrl_reg::pci_sync_for_fw_update_resp));
             return;
         }
         // A live patch with no staged image: nothing to apply, no event.
     }
     if (r.out.size() < ifc::mfrl_reg::size_bytes) {
-        r.cmd.fail(Status::BAD_OUTPUT_LEN, "MFRL needs {} bytes", ifc::mfrl_reg::size_bytes);
+        r.cmd.fail(Status::BadOutputLen, "MFRL needs {} bytes", ifc::mfrl_reg::size_bytes);
         return;
     }
     std::fill(r.out.begin(), r.out.end(), 0);

@@ -41,7 +41,7 @@ constexpr ifc::Field kOutField[] = {
     Out::resp_cqe_flush_error,
     Out::req_cqe_flush_error,
 };
-static_assert(std::size(kOutField) == static_cast<size_t>(QCounter::kCount));
+static_assert(std::size(kOutField) == static_cast<size_t>(QCounter::Count));
 
 // The count an error CQE's syndrome adds to besides req/resp_cqe_error.
 bool syndrome_counter(uint8_t syndrome, bool requester, QCounter &out) {
@@ -89,7 +89,7 @@ void QCounterTable::cmd_alloc(CmdCtx &c) {
     sets_.set_limit(1u + static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_qp_cnt)));
     auto set = sets_.alloc();
     if (!set) {
-        c.fail(Status::NO_RES, "all {} Q counter sets are in use", sets_.count());
+        c.fail(Status::NoRes, "all {} Q counter sets are in use", sets_.count());
         return;
     }
     counts_[*set] = {};
@@ -101,7 +101,7 @@ void QCounterTable::cmd_alloc(CmdCtx &c) {
 void QCounterTable::cmd_dealloc(CmdCtx &c) {
     const uint32_t set = static_cast<uint32_t>(c.get(ifc::dealloc_q_counter_in::counter_set_id));
     if (!sets_.release(set)) {
-        c.fail(Status::BAD_PARAM, "Q counter set {} is not allocated", set);
+        c.fail(Status::BadParam, "Q counter set {} is not allocated", set);
         return;
     }
     live_.reset(set);
@@ -113,12 +113,11 @@ void QCounterTable::cmd_query(CmdCtx &c) {
     const uint32_t set = static_cast<uint32_t>(c.get(In::counter_set_id));
     if (c.get(In::other_vport) || c.get(In::aggregate)) {
         // q_counter_other_vport / q_counter_aggregation are not advertised.
-        c.fail(Status::BAD_PARAM, "other_vport/aggregate queries are not supported (vport {})",
-               c.get(In::vport_number));
+        c.fail(Status::BadParam, "other_vport/aggregate queries are not supported (vport {})", c.get(In::vport_number));
         return;
     }
     if (!exists(set)) {
-        c.fail(Status::BAD_PARAM, "Q counter set {} is not allocated", set);
+        c.fail(Status::BadParam, "Q counter set {} is not allocated", set);
         return;
     }
     Counts &counts = counts_[set];

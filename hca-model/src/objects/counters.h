@@ -20,36 +20,36 @@ class Device;
 
 // The counts of a set, named as query_q_counter_out names them.
 enum class QCounter : uint8_t {
-    RxWriteRequests,          // responder: new RDMA WRITE messages
-    RxReadRequests,           // responder: new RDMA READ requests
-    RxAtomicRequests,         // responder: new atomic requests
-    OutOfBuffer,              // responder: no receive WQE (UD drop, RNR NAK)
-    OutOfSequence,            // responder: a request with a PSN beyond the expected one
-    DuplicateRequest,         // responder: a request with a PSN already seen
-    RnrNakRetryErr,           // requester: an RNR NAK received, retries left
-    PacketSeqErr,             // requester: a PSN sequence error NAK received, retries left
-    ImpliedNakSeqErr,         // requester: an ACK beyond an unanswered READ or atomic
-    LocalAckTimeoutErr,       // requester: the local ACK timer expired, retries left
-    ReqRnrRetriesExceeded,    // the error CQEs by syndrome, requester (req_) and
-    RespLocalLengthError,     // responder (resp_) side
+    RxWriteRequests,        // responder: new RDMA WRITE messages
+    RxReadRequests,         // responder: new RDMA READ requests
+    RxAtomicRequests,       // responder: new atomic requests
+    OutOfBuffer,            // responder: no receive WQE (UD drop, RNR NAK)
+    OutOfSequence,          // responder: a request with a PSN beyond the expected one
+    DuplicateRequest,       // responder: a request with a PSN already seen
+    RnrNakRetryErr,         // requester: an RNR NAK received, retries left
+    PacketSeqErr,           // requester: a PSN sequence error NAK received, retries left
+    ImpliedNakSeqErr,       // requester: an ACK beyond an unanswered READ or atomic
+    LocalAckTimeoutErr,     // requester: the local ACK timer expired, retries left
+    ReqRnrRetriesExceeded,  // the error CQEs by syndrome, requester (req_) and
+    RespLocalLengthError,   // responder (resp_) side
     ReqLocalLengthError,
     RespLocalQpError,
     LocalOperationError,
     RespLocalProtection,
     ReqLocalProtection,
-    RespCqeError,             // every error CQE but a flush
+    RespCqeError,  // every error CQE but a flush
     ReqCqeError,
     ReqMwBinding,
     ReqBadResponse,
     ReqRemoteInvalidRequest,
-    RespRemoteInvalidRequest, // responder: NAK Invalid Request sent
+    RespRemoteInvalidRequest,  // responder: NAK Invalid Request sent
     ReqRemoteAccessErrors,
-    RespRemoteAccessErrors,   // responder: NAK Remote Access Error sent
+    RespRemoteAccessErrors,  // responder: NAK Remote Access Error sent
     ReqRemoteOperationErrors,
     ReqTransportRetriesExceeded,
     RespCqeFlushError,
     ReqCqeFlushError,
-    kCount
+    Count
 };
 
 class QCounterTable {
@@ -81,7 +81,7 @@ class QCounterTable {
     void cmd_query(CmdCtx &c);
 
   private:
-    using Counts = std::array<uint32_t, static_cast<size_t>(QCounter::kCount)>;
+    using Counts = std::array<uint32_t, static_cast<size_t>(QCounter::Count)>;
 
     Device &dev_;
     IdAllocator sets_{1, kMaxSets + 1};

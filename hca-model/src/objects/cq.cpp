@@ -35,29 +35,29 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     cq.uid = static_cast<uint16_t>(c.get(ifc::create_cq_in::uid));
     const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq_sz);
     if (cq.log_size > max_log) {
-        c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", cq.log_size, max_log);
+        c.fail(Status::BadParam, "log_cq_size {} exceeds log_max_cq_sz {}", cq.log_size, max_log);
         return;
     }
     if (cqe_sz > 2) {
-        c.fail(Status::BAD_PARAM, "cqe_sz {} is not 64 (0), 128 (1) or 128 padded (2) bytes", cqe_sz);
+        c.fail(Status::BadParam, "cqe_sz {} is not 64 (0), 128 (1) or 128 padded (2) bytes", cqe_sz);
         return;
     }
     if (c.get(ifc::in(ctx, cqc::cqe_comp_en)) || c.get(ifc::in(ctx, cqc::cc)) || c.get(ifc::in(ctx, cqc::apu_cq))) {
-        c.fail(Status::BAD_PARAM, "CQE compression / collapsed / APU CQs are not supported");
+        c.fail(Status::BadParam, "CQE compression / collapsed / APU CQs are not supported");
         return;
     }
     cq.stride = cqe_sz ? 128 : 64;
     cq.pad128 = cqe_sz == 2;  // cqe_128_always (mlx5dv's CQE 128B padding)
     if (!dev_.uars.allocated(cq.uar)) {
-        c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", cq.uar);
+        c.fail(Status::BadParam, "uar_page {} is not allocated", cq.uar);
         return;
     }
     if (!dev_.eqs.find(cq.eqn)) {
-        c.fail(Status::BAD_PARAM, "c_eqn {} does not exist", cq.eqn);
+        c.fail(Status::BadParam, "c_eqn {} does not exist", cq.eqn);
         return;
     }
     if (cq.dbr & 7) {
-        c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not 8-byte aligned", cq.dbr);
+        c.fail(Status::BadParam, "dbr_addr 0x{:x} is not 8-byte aligned", cq.dbr);
         return;
     }
     const uint64_t offset_bytes = PageList::offset_bytes(cq.page_offset, cq.log_page_size);
@@ -67,12 +67,12 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         return;
     }
     if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
-        c.fail(Status::NO_RES, "all CQs are in use");
+        c.fail(Status::NoRes, "all CQs are in use");
         return;
     }
     auto cqn = ids_.alloc();
     if (!cqn) {
-        c.fail(Status::NO_RES, "no CQ number left");
+        c.fail(Status::NoRes, "no CQ number left");
         return;
     }
     cq.cqn = *cqn;
@@ -86,11 +86,11 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::destroy_cq_in::cqn));
     auto it = cqs_.find(cqn);
     if (it == cqs_.end()) {
-        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
         return;
     }
     if (it->second.refs) {
-        c.fail(Status::RES_BUSY, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
+        c.fail(Status::ResBusy, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
         return;
     }
     HCA_TRACE(dev_, obj_destroy_cq, .cqn = cqn, .cqes = it->second.cqes, .events = it->second.events);
@@ -110,7 +110,7 @@ void CqTable::cmd_query_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::query_cq_in::cqn));
     Cq *cq = find(cqn);
     if (!cq) {
-        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
         return;
     }
     uint8_t ci[4] = {};
@@ -151,7 +151,7 @@ void CqTable::cmd_modify_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::modify_cq_in::cqn));
     Cq *cq = find(cqn);
     if (!cq) {
-        c.fail(Status::BAD_RES, "CQ 0x{:x} does not exist", cqn);
+        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
         return;
     }
     const uint16_t op_mod = static_cast<uint16_t>(c.get(ifc::modify_cq_in::op_mod));
@@ -162,11 +162,11 @@ void CqTable::cmd_modify_cq(CmdCtx &c) {
         return;
     }
     if (op_mod != kOpModModerate) {
-        c.fail(Status::BAD_PARAM, "MODIFY_CQ op_mod {}", op_mod);
+        c.fail(Status::BadParam, "MODIFY_CQ op_mod {}", op_mod);
         return;
     }
     if (select & ~(kModifyPeriod | kModifyCount | kModifyOverrun)) {
-        c.fail(Status::BAD_PARAM, "modify_field_select 0x{:x} has unknown bits", select);
+        c.fail(Status::BadParam, "modify_field_select 0x{:x} has unknown bits", select);
         return;
     }
     if (select & kModifyPeriod) {
@@ -188,13 +188,13 @@ void CqTable::cmd_modify_cq(CmdCtx &c) {
 void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     const ifc::Block ctx = ifc::modify_cq_in::cq_context;
     if ((select & kResizeLogSize) == 0 || (select & ~(kResizeLogSize | kResizePageOffset | kResizePageSize))) {
-        c.fail(Status::BAD_PARAM, "resize_field_select 0x{:x}: log_cq_size must be selected, no other bits", select);
+        c.fail(Status::BadParam, "resize_field_select 0x{:x}: log_cq_size must be selected, no other bits", select);
         return;
     }
     const uint8_t log_size = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_cq_size)));
     const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq_sz);
     if (log_size > max_log) {
-        c.fail(Status::BAD_PARAM, "log_cq_size {} exceeds log_max_cq_sz {}", log_size, max_log);
+        c.fail(Status::BadParam, "log_cq_size {} exceeds log_max_cq_sz {}", log_size, max_log);
         return;
     }
     const uint8_t log_page_size = (select & kResizePageSize) ? static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::log_page_size)))
@@ -205,7 +205,7 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     dev_.dma_read(cq.dbr, ci_raw, 4);
     const uint32_t outstanding = (cq.pi - load_be32(ci_raw)) & 0xffffff;
     if (outstanding + 1 > (1u << log_size)) {
-        c.fail(Status::BAD_PARAM, "{} unpolled CQEs do not fit a CQ of {} entries", outstanding, 1u << log_size);
+        c.fail(Status::BadParam, "{} unpolled CQEs do not fit a CQ of {} entries", outstanding, 1u << log_size);
         return;
     }
     PageList buf;
@@ -219,7 +219,7 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     marker.op_own = static_cast<uint8_t>(kCqeResizeCq << 4);
     const uint32_t at = cq.pi;
     if (!write_cqe(cq, marker)) {
-        c.fail(Status::INT_ERR, "the old CQ buffer cannot take the RESIZE CQE");
+        c.fail(Status::IntErr, "the old CQ buffer cannot take the RESIZE CQE");
         return;
     }
     HCA_TRACE(dev_, obj_resize_cq, .cqn = cq.cqn, .from = cq.nent(), .to = 1u << log_size, .pi = at & 0xffffff,

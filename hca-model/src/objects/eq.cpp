@@ -39,20 +39,19 @@ void EqTable::cmd_create_eq(CmdCtx &c) {
     const uint64_t max_log_size = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_eq_sz);
 
     if (log_size > max_log_size) {
-        c.fail(Status::BAD_PARAM, "log_eq_size {} exceeds log_max_eq_sz {}", log_size, max_log_size);
+        c.fail(Status::BadParam, "log_eq_size {} exceeds log_max_eq_sz {}", log_size, max_log_size);
         return;
     }
     if (!dev_.uars.allocated(uar)) {
-        c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", uar);
+        c.fail(Status::BadParam, "uar_page {} is not allocated", uar);
         return;
     }
     if (intr >= HCA_MODEL_MSIX_VECTORS) {
-        c.fail(Status::BAD_PARAM, "intr {} is not an MSI-X vector (the device has {})", intr,
-               HCA_MODEL_MSIX_VECTORS);
+        c.fail(Status::BadParam, "intr {} is not an MSI-X vector (the device has {})", intr, HCA_MODEL_MSIX_VECTORS);
         return;
     }
     if (eqs_.size() >= max_eqs) {
-        c.fail(Status::NO_RES, "all {} EQs are in use", max_eqs);
+        c.fail(Status::NoRes, "all {} EQs are in use", max_eqs);
         return;
     }
     Eq eq;
@@ -99,7 +98,7 @@ void EqTable::cmd_destroy_eq(CmdCtx &c) {
     const uint32_t eqn = static_cast<uint32_t>(c.get(ifc::destroy_eq_in::eq_number));
     auto it = eqs_.find(eqn);
     if (it == eqs_.end()) {
-        c.fail(Status::BAD_RES, "EQ {} does not exist", eqn);
+        c.fail(Status::BadRes, "EQ {} does not exist", eqn);
         return;
     }
     HCA_TRACE(dev_, eq_destroy, .eqn = eqn, .eqes = it->second.eqes, .interrupts = it->second.interrupts);
@@ -110,7 +109,7 @@ void EqTable::cmd_query_eq(CmdCtx &c) {
     const uint32_t eqn = static_cast<uint32_t>(c.get(ifc::query_eq_in::eq_number));
     const Eq *eq = find(eqn);
     if (!eq) {
-        c.fail(Status::BAD_RES, "EQ {} does not exist", eqn);
+        c.fail(Status::BadRes, "EQ {} does not exist", eqn);
         return;
     }
     const ifc::Block ctx = ifc::query_eq_out::eq_context_entry;

@@ -388,16 +388,17 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
 // creation (umr_indirect_mkey_disabled).
 bool MkeyTable::create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const {
     if (mode > 2) {
-        c.fail(Status::BAD_PARAM, "access mode {} (KSM) is not supported", mode);
+        c.fail(Status::BadParam, "access mode {} (KSM) is not supported", mode);
         return false;
     }
     if (mode == 2 && (!m.free || !m.umr_en || c.get(ifc::create_mkey_in::translations_octword_actual_size))) {
-        c.fail(Status::BAD_PARAM, "a KLM key is created free and UMR-enabled, its entries loaded by a UMR "
+        c.fail(Status::BadParam,
+               "a KLM key is created free and UMR-enabled, its entries loaded by a UMR "
                "(umr_indirect_mkey_disabled)");
         return false;
     }
     if (mode == 2 && m.octwords > (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_klm_list_size))) {
-        c.fail(Status::BAD_PARAM, "translations_octword_size {} exceeds log_max_klm_list_size", m.octwords);
+        c.fail(Status::BadParam, "translations_octword_size {} exceeds log_max_klm_list_size", m.octwords);
         return false;
     }
     return true;
@@ -427,7 +428,7 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     m.octwords = static_cast<uint32_t>(c.get(ifc::in(e, mkc::translations_octword_size)));
 
     if (!dev_.pds.pd_exists(m.pd)) {
-        c.fail(Status::BAD_PARAM, "mkey PD {} does not exist", m.pd);
+        c.fail(Status::BadParam, "mkey PD {} does not exist", m.pd);
         return;
     }
     if (!create_mode_ok(c, m, mode)) {
@@ -436,11 +437,11 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     m.mode = static_cast<MkeyMode>(mode);
     if (m.mode == MkeyMode::Mtt) {
         if (m.log_page_size < 12 || m.log_page_size > 12 + 18) {
-            c.fail(Status::BAD_PARAM, "log_page_size {} outside 12..30", m.log_page_size);
+            c.fail(Status::BadParam, "log_page_size {} outside 12..30", m.log_page_size);
             return;
         }
         if (m.length64) {
-            c.fail(Status::BAD_PARAM, "length64 with MTT translation");
+            c.fail(Status::BadParam, "length64 with MTT translation");
             return;
         }
         const uint64_t psize = uint64_t{1} << m.log_page_size;
@@ -448,26 +449,26 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         const uint64_t actual = c.get(ifc::create_mkey_in::translations_octword_actual_size);
         const auto pas = c.in_block(ifc::create_mkey_in::klm_pas_mtt);
         if (!m.free && pages > uint64_t{m.octwords} * 2) {
-            c.fail(Status::BAD_PARAM, "translations_octword_size {} cannot map {} pages", m.octwords, pages);
+            c.fail(Status::BadParam, "translations_octword_size {} cannot map {} pages", m.octwords, pages);
             return;
         }
         if (actual * 16 > pas.size()) {
-            c.fail(Status::BAD_INPUT_LEN, "translations_octword_actual_size {} exceeds the inbox", actual);
+            c.fail(Status::BadInputLen, "translations_octword_actual_size {} exceeds the inbox", actual);
             return;
         }
         if (m.octwords > limits::kMkeyOctwords) {
-            c.fail(Status::BAD_PARAM, "translations_octword_size {} exceeds {}", m.octwords, limits::kMkeyOctwords);
+            c.fail(Status::BadParam, "translations_octword_size {} exceeds {}", m.octwords, limits::kMkeyOctwords);
             return;
         }
         const uint64_t have = std::min<uint64_t>(actual * 2, pages);
         if (!m.free && have < pages) {
-            c.fail(Status::BAD_PARAM, "{} page entries given for {} pages", actual * 2, pages);
+            c.fail(Status::BadParam, "{} page entries given for {} pages", actual * 2, pages);
             return;
         }
         // Only the entries given are stored: the MR cache creates thousands
         // of free keys with room for up to 2^17 entries that a UMR fills later.
         if (!dev_.budget.take(have)) {
-            c.fail(Status::LIM, "{} translation entries exceed the device's budget ({} of {} in use)", have,
+            c.fail(Status::ExceedLim, "{} translation entries exceed the device's budget ({} of {} in use)", have,
                    dev_.budget.used(), dev_.budget.max());
             return;
         }
@@ -485,7 +486,7 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         }
         dev_.budget.give(m.mtt.size());
         mtt_entries_ -= m.mtt.size();
-        c.fail(Status::NO_RES, "all memory keys are in use");
+        c.fail(Status::NoRes, "all memory keys are in use");
         return;
     }
     m.index = *index;
@@ -500,7 +501,7 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
     const uint32_t index = static_cast<uint32_t>(c.get(ifc::destroy_mkey_in::mkey_index));
     auto it = mkeys_.find(index);
     if (it == mkeys_.end()) {
-        c.fail(Status::BAD_RES, "mkey index 0x{:x} does not exist", index);
+        c.fail(Status::BadRes, "mkey index 0x{:x} does not exist", index);
         return;
     }
     HCA_TRACE(dev_, obj_destroy_mkey, .key = it->second.key());
@@ -514,7 +515,7 @@ void MkeyTable::cmd_query_mkey(CmdCtx &c) {
     const uint32_t index = static_cast<uint32_t>(c.get(ifc::query_mkey_in::mkey_index));
     auto it = mkeys_.find(index);
     if (it == mkeys_.end()) {
-        c.fail(Status::BAD_RES, "mkey index 0x{:x} does not exist", index);
+        c.fail(Status::BadRes, "mkey index 0x{:x} does not exist", index);
         return;
     }
     const Mkey &m = it->second;

@@ -57,11 +57,11 @@ std::string PageList::init(std::span<const uint8_t> pas, uint64_t npages, unsign
 bool load_queue_buffer(CmdCtx &c, Budget &budget, PageList &buf, const char *what, std::span<const uint8_t> pas,
                        uint64_t npages, unsigned log_page_size, uint64_t page_offset_bytes, uint64_t bytes) {
     if (std::string why = buf.init(pas, npages, log_page_size, page_offset_bytes, bytes); !why.empty()) {
-        c.fail(Status::BAD_PARAM, "{} buffer: {}", what, why);
+        c.fail(Status::BadParam, "{} buffer: {}", what, why);
         return false;
     }
     if (!buf.charge(budget)) {
-        c.fail(Status::LIM, "{} buffer: {} page entries exceed the translation budget ({} of {} in use)", what,
+        c.fail(Status::ExceedLim, "{} buffer: {} page entries exceed the translation budget ({} of {} in use)", what,
                buf.npages(), budget.used(), budget.max());
         return false;
     }

@@ -13,7 +13,7 @@ void PdTable::cmd_alloc_pd(CmdCtx &c) {
     pds_.set_limit(1u + (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_pd)));
     auto pdn = pds_.alloc();
     if (!pdn) {
-        c.fail(Status::NO_RES, "all protection domains are in use");
+        c.fail(Status::NoRes, "all protection domains are in use");
         return;
     }
     c.set(ifc::alloc_pd_out::pd, *pdn);
@@ -23,7 +23,7 @@ void PdTable::cmd_alloc_pd(CmdCtx &c) {
 void PdTable::cmd_dealloc_pd(CmdCtx &c) {
     const uint32_t pdn = static_cast<uint32_t>(c.get(ifc::dealloc_pd_in::pd));
     if (!pds_.release(pdn)) {
-        c.fail(Status::BAD_RES, "PD {} does not exist", pdn);
+        c.fail(Status::BadRes, "PD {} does not exist", pdn);
         return;
     }
     HCA_TRACE(dev_, obj_dealloc_pd, .pd = pdn);
@@ -33,7 +33,7 @@ void PdTable::cmd_alloc_xrcd(CmdCtx &c) {
     xrcds_.set_limit(1u + (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_xrcd)));
     auto x = xrcds_.alloc();
     if (!x) {
-        c.fail(Status::NO_RES, "all XRC domains are in use");
+        c.fail(Status::NoRes, "all XRC domains are in use");
         return;
     }
     c.set(ifc::alloc_xrcd_out::xrcd, *x);
@@ -43,7 +43,7 @@ void PdTable::cmd_alloc_xrcd(CmdCtx &c) {
 void PdTable::cmd_dealloc_xrcd(CmdCtx &c) {
     const uint32_t x = static_cast<uint32_t>(c.get(ifc::dealloc_xrcd_in::xrcd));
     if (!xrcds_.release(x)) {
-        c.fail(Status::BAD_RES, "XRCD {} does not exist", x);
+        c.fail(Status::BadRes, "XRCD {} does not exist", x);
         return;
     }
     HCA_TRACE(dev_, obj_dealloc_xrcd, .xrcd = x);

@@ -111,39 +111,39 @@ bool QpTable::create_qp_valid(CmdCtx &c, const Qp &qp) {
     case kQpRc: case kQpUc: case kQpUd: case kQpXrc: case kQpQp0: case kQpQp1: case kQpRegUmr:
         break;
     default:
-        c.fail(Status::BAD_PARAM, "QP type st=0x{:x} is not supported", qp.st);
+        c.fail(Status::BadParam, "QP type st=0x{:x} is not supported", qp.st);
         return false;
     }
     if ((qp.st == kQpUc && !caps.gen(ifc::cmd_hca_cap::uc)) || (qp.st == kQpXrc && !caps.gen(ifc::cmd_hca_cap::xrc))) {
-        c.fail(Status::BAD_PARAM, "QP type {} is not enabled", qp_type_name(qp.st));
+        c.fail(Status::BadParam, "QP type {} is not enabled", qp_type_name(qp.st));
         return false;
     }
     // The UMR QP is created without a PD (hw/qp.c create_kernel_qp()).
     if (qp.st != kQpRegUmr && !dev_.pds.pd_exists(qp.pd)) {
-        c.fail(Status::BAD_PARAM, "QP PD {} does not exist", qp.pd);
+        c.fail(Status::BadParam, "QP PD {} does not exist", qp.pd);
         return false;
     }
     if (qp.special() && special_qp(qp.st)) {
-        c.fail(Status::RES_BUSY, "{} already exists for port 1", qp_type_name(qp.st));
+        c.fail(Status::ResBusy, "{} already exists for port 1", qp_type_name(qp.st));
         return false;
     }
     const uint64_t max_log = caps.gen(ifc::cmd_hca_cap::log_max_qp_sz);
     if (qp.log_sq_size > max_log || qp.log_rq_size > max_log) {
-        c.fail(Status::BAD_PARAM, "log_sq_size {} / log_rq_size {} exceed log_max_qp_sz {}", qp.log_sq_size,
+        c.fail(Status::BadParam, "log_sq_size {} / log_rq_size {} exceed log_max_qp_sz {}", qp.log_sq_size,
                qp.log_rq_size, max_log);
         return false;
     }
     if (qp.rq_type != kRqRegular && qp.rq_type != kRqSrq && qp.rq_type != kRqZero) {
-        c.fail(Status::BAD_PARAM, "rq_type {} is not supported", qp.rq_type);
+        c.fail(Status::BadParam, "rq_type {} is not supported", qp.rq_type);
         return false;
     }
     if (qp.rq_type == kRqRegular && qp.rq_stride > caps.gen(ifc::cmd_hca_cap::max_wqe_sz_rq)) {
-        c.fail(Status::BAD_PARAM, "RQ stride {} exceeds max_wqe_sz_rq", qp.rq_stride);
+        c.fail(Status::BadParam, "RQ stride {} exceeds max_wqe_sz_rq", qp.rq_stride);
         return false;
     }
     // Mode 1, IPoIB's basic offloads, is the one there is (and on UD only).
     if (qp.offload_mode && (qp.offload_mode != 1 || qp.st != kQpUd || !caps.gen(ifc::cmd_hca_cap::ipoib_basic_offloads))) {
-        c.fail(Status::BAD_PARAM, "ulp_stateless_offload_mode {} on a {} QP is not supported", qp.offload_mode,
+        c.fail(Status::BadParam, "ulp_stateless_offload_mode {} on a {} QP is not supported", qp.offload_mode,
                qp_type_name(qp.st));
         return false;
     }
@@ -156,37 +156,37 @@ bool QpTable::create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *
     if (qp.rq_type == kRqSrq && qp.st != kQpXrc) {
         srq = dev_.srqs.find(qp.srqn);
         if (!srq) {
-            c.fail(Status::BAD_PARAM, "SRQ 0x{:x} does not exist", qp.srqn);
+            c.fail(Status::BadParam, "SRQ 0x{:x} does not exist", qp.srqn);
             return false;
         }
     }
     if (qp.st == kQpXrc && !dev_.pds.xrcd_exists(qp.xrcd)) {
-        c.fail(Status::BAD_PARAM, "XRCD {} does not exist", qp.xrcd);
+        c.fail(Status::BadParam, "XRCD {} does not exist", qp.xrcd);
         return false;
     }
     if (!qp.no_sq) {
         snd = dev_.cqs.find(qp.cqn_snd);
         if (!snd) {
-            c.fail(Status::BAD_PARAM, "send CQ 0x{:x} does not exist", qp.cqn_snd);
+            c.fail(Status::BadParam, "send CQ 0x{:x} does not exist", qp.cqn_snd);
             return false;
         }
         if (!dev_.uars.allocated(qp.uar)) {
-            c.fail(Status::BAD_PARAM, "uar_page {} is not allocated", qp.uar);
+            c.fail(Status::BadParam, "uar_page {} is not allocated", qp.uar);
             return false;
         }
     }
     if (qp.rq_type != kRqZero && qp.cqn_rcv) {
         rcv = dev_.cqs.find(qp.cqn_rcv);
         if (!rcv) {
-            c.fail(Status::BAD_PARAM, "receive CQ 0x{:x} does not exist", qp.cqn_rcv);
+            c.fail(Status::BadParam, "receive CQ 0x{:x} does not exist", qp.cqn_rcv);
             return false;
         }
     } else if (qp.rq_type == kRqRegular && !qp.cqn_rcv) {
-        c.fail(Status::BAD_PARAM, "a QP with a receive queue needs a receive CQ");
+        c.fail(Status::BadParam, "a QP with a receive queue needs a receive CQ");
         return false;
     }
     if (qp.dbr & 3) {
-        c.fail(Status::BAD_PARAM, "dbr_addr 0x{:x} is not aligned", qp.dbr);
+        c.fail(Status::BadParam, "dbr_addr 0x{:x} is not aligned", qp.dbr);
         return false;
     }
     return true;
@@ -213,12 +213,12 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
         }
     }
     if (qps_.size() >= (uint64_t{1} << caps.gen(ifc::cmd_hca_cap::log_max_qp))) {
-        c.fail(Status::NO_RES, "all QPs are in use");
+        c.fail(Status::NoRes, "all QPs are in use");
         return;
     }
     auto qpn = ids_.alloc();
     if (!qpn) {
-        c.fail(Status::NO_RES, "no QP number left");
+        c.fail(Status::NoRes, "no QP number left");
         return;
     }
     qp.qpn = *qpn;
@@ -269,7 +269,7 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::destroy_qp_in::qpn));
     Qp *qp = find(qpn);
     if (!qp) {
-        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     HCA_TRACE(dev_, obj_destroy_qp, .qpn = qpn, .type = qp_type_name(qp->st), .state = qp_state_name(qp->state),
@@ -283,7 +283,7 @@ void QpTable::cmd_query_qp(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::query_qp_in::qpn));
     Qp *qp = find(qpn);
     if (!qp) {
-        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     const ifc::Block ctx = ifc::query_qp_out::qpc;
@@ -480,27 +480,27 @@ void QpTable::cmd_attach_mcg(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::attach_to_mcg_in::qpn));
     Qp *qp = find(qpn);
     if (!qp) {
-        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     if (qp->st != kQpUd) {
-        c.fail(Status::BAD_PARAM, "only UD QPs join multicast groups (QP 0x{:x} is {})", qpn, qp_type_name(qp->st));
+        c.fail(Status::BadParam, "only UD QPs join multicast groups (QP 0x{:x} is {})", qpn, qp_type_name(qp->st));
         return;
     }
     iba::Gid g{};
     std::memcpy(g.data(), c.in_block(ifc::attach_to_mcg_in::multicast_gid).data(), 16);
     if (g[0] != 0xff) {
-        c.fail(Status::BAD_PARAM, "{} is not a multicast GID", iba::gid_str(g));
+        c.fail(Status::BadParam, "{} is not a multicast GID", iba::gid_str(g));
         return;
     }
     auto it = mcgs_.find(g);
     if (it == mcgs_.end() && mcgs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_mcg))) {
-        c.fail(Status::NO_RES, "all multicast groups are in use");
+        c.fail(Status::NoRes, "all multicast groups are in use");
         return;
     }
     if (it != mcgs_.end() && !it->second.count(qpn) &&
         it->second.size() >= dev_.fw.caps().gen(ifc::cmd_hca_cap::max_qp_mcg)) {
-        c.fail(Status::NO_RES, "group {} has max_qp_mcg QPs", iba::gid_str(g));
+        c.fail(Status::NoRes, "group {} has max_qp_mcg QPs", iba::gid_str(g));
         return;
     }
     mcgs_[g].insert(qpn);
@@ -514,12 +514,12 @@ void QpTable::cmd_detach_mcg(CmdCtx &c) {
     iba::Gid g{};
     std::memcpy(g.data(), c.in_block(ifc::detach_from_mcg_in::multicast_gid).data(), 16);
     if (!qp) {
-        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     auto it = mcgs_.find(g);
     if (it == mcgs_.end() || !it->second.erase(qpn)) {
-        c.fail(Status::BAD_PARAM, "QP 0x{:x} is not attached to {}", qpn, iba::gid_str(g));
+        c.fail(Status::BadParam, "QP 0x{:x} is not attached to {}", qpn, iba::gid_str(g));
         return;
     }
     if (it->second.empty()) {

@@ -62,18 +62,18 @@ enum : uint32_t {
 bool modify_within_limits(const Qp &qp, const Caps &caps, CmdCtx &c) {
     if (c.opcode == kOpRst2InitQp || c.opcode == kOpInit2InitQp || c.opcode == kOpInit2RtrQp) {
         if (qp.path.pkey_index >= Port::kPkeyTableSize) {
-            c.fail(Status::BAD_PARAM, "pkey_index {} beyond the P_Key table", qp.path.pkey_index);
+            c.fail(Status::BadParam, "pkey_index {} beyond the P_Key table", qp.path.pkey_index);
             return false;
         }
         if (qp.path.port != 1) {
-            c.fail(Status::BAD_PARAM, "port {} does not exist", qp.path.port);
+            c.fail(Status::BadParam, "port {} does not exist", qp.path.port);
             return false;
         }
     }
     const uint64_t max_res = caps.gen(ifc::cmd_hca_cap::log_max_ra_res_qp);
     const uint64_t max_req = caps.gen(ifc::cmd_hca_cap::log_max_ra_req_qp);
     if (qp.log_rra_max > max_res || qp.log_sra_max > max_req) {
-        c.fail(Status::BAD_PARAM, "log_rra_max {} / log_sra_max {} exceed log_max_ra_res_qp {} / log_max_ra_req_qp {}",
+        c.fail(Status::BadParam, "log_rra_max {} / log_sra_max {} exceed log_max_ra_res_qp {} / log_max_ra_req_qp {}",
                qp.log_rra_max, qp.log_sra_max, max_res, max_req);
         return false;
     }
@@ -235,11 +235,11 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::qpn));
     Qp *qp = find(qpn);
     if (!t || !qp) {
-        c.fail(Status::BAD_RES, "QP 0x{:x} does not exist", qpn);
+        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     if (t->from >= 0 && int(qp->state) != t->from) {
-        c.fail(Status::BAD_QP_STATE, "{} on QP 0x{:x} in state {}", t->name, qpn, qp_state_name(qp->state));
+        c.fail(Status::BadQpState, "{} on QP 0x{:x} in state {}", t->name, qpn, qp_state_name(qp->state));
         return;
     }
     // Apply to a copy: a refused modify changes nothing.
@@ -263,7 +263,7 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
         break;
     }
     if (next.counter_set != qp->counter_set && next.counter_set && !dev_.qcounters.exists(next.counter_set)) {
-        c.fail(Status::BAD_PARAM, "counter_set_id {} is not an allocated Q counter set", next.counter_set);
+        c.fail(Status::BadParam, "counter_set_id {} is not an allocated Q counter set", next.counter_set);
         return;
     }
     if (!modify_within_limits(next, dev_.fw.caps(), c)) {

@@ -59,31 +59,31 @@ std::optional<uint16_t> SrqTable::take(Srq &s) {
 bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, ifc::Field out_field) {
     const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_srq_sz);
     if (s.log_size > max_log) {
-        c.fail(Status::BAD_PARAM, "SRQ log size {} exceeds log_max_srq_sz {}", s.log_size, max_log);
+        c.fail(Status::BadParam, "SRQ log size {} exceeds log_max_srq_sz {}", s.log_size, max_log);
         return false;
     }
     if (s.stride < 16 || s.stride > dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_rq)) {
-        c.fail(Status::BAD_PARAM, "SRQ WQE stride {} outside 16..max_wqe_sz_rq", s.stride);
+        c.fail(Status::BadParam, "SRQ WQE stride {} outside 16..max_wqe_sz_rq", s.stride);
         return false;
     }
     if (!dev_.pds.pd_exists(s.pd)) {
-        c.fail(Status::BAD_PARAM, "SRQ PD {} does not exist", s.pd);
+        c.fail(Status::BadParam, "SRQ PD {} does not exist", s.pd);
         return false;
     }
     if (s.kind != Srq::Kind::Rmp && !dev_.pds.xrcd_exists(s.xrcd)) {
-        c.fail(Status::BAD_PARAM, "SRQ XRCD {} does not exist", s.xrcd);
+        c.fail(Status::BadParam, "SRQ XRCD {} does not exist", s.xrcd);
         return false;
     }
     Cq *cq = nullptr;
     if (s.kind == Srq::Kind::XrcSrq || (s.kind == Srq::Kind::Srq && s.cqn)) {
         cq = dev_.cqs.find(s.cqn);
         if (!cq) {
-            c.fail(Status::BAD_PARAM, "SRQ CQ 0x{:x} does not exist", s.cqn);
+            c.fail(Status::BadParam, "SRQ CQ 0x{:x} does not exist", s.cqn);
             return false;
         }
     }
     if (s.dbr & 3) {
-        c.fail(Status::BAD_PARAM, "SRQ doorbell record 0x{:x} is not aligned", s.dbr);
+        c.fail(Status::BadParam, "SRQ doorbell record 0x{:x} is not aligned", s.dbr);
         return false;
     }
     const uint64_t offset_bytes = PageList::offset_bytes(s.page_offset, s.log_page_size);
@@ -96,7 +96,7 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         if (srqn) {
             ids_.release(*srqn);
         }
-        c.fail(Status::NO_RES, "all SRQs are in use");
+        c.fail(Status::NoRes, "all SRQs are in use");
         return false;
     }
     s.srqn = *srqn;
@@ -113,7 +113,7 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
 Srq *SrqTable::lookup(CmdCtx &c, uint32_t srqn, Srq::Kind kind) {
     Srq *s = find(srqn);
     if (!s || s->kind != kind) {
-        c.fail(Status::BAD_RES, "{} 0x{:x} does not exist", srq_kind_name(kind), srqn);
+        c.fail(Status::BadRes, "{} 0x{:x} does not exist", srq_kind_name(kind), srqn);
         return nullptr;
     }
     return s;
@@ -125,7 +125,7 @@ void SrqTable::destroy(CmdCtx &c, uint32_t srqn, Srq::Kind kind) {
         return;
     }
     if (s->refs) {
-        c.fail(Status::RES_BUSY, "{} 0x{:x} is used by {} QPs", srq_kind_name(kind), srqn, s->refs);
+        c.fail(Status::ResBusy, "{} 0x{:x} is used by {} QPs", srq_kind_name(kind), srqn, s->refs);
         return;
     }
     if (Cq *cq = s->cqn ? dev_.cqs.find(s->cqn) : nullptr; cq && s->kind != Srq::Kind::Rmp && cq->refs) {
@@ -142,7 +142,7 @@ void SrqTable::arm(CmdCtx &c, uint32_t srqn, Srq::Kind kind, uint16_t lwm) {
         return;
     }
     if (lwm >= s->nent()) {
-        c.fail(Status::BAD_PARAM, "limit {} is not below the SRQ size {}", lwm, s->nent());
+        c.fail(Status::BadParam, "limit {} is not below the SRQ size {}", lwm, s->nent());
         return;
     }
     s->lwm = lwm;
@@ -156,7 +156,7 @@ void SrqTable::cmd_create_rmp(CmdCtx &c) {
     Srq s;
     s.kind = Srq::Kind::Rmp;
     if (c.get(ifc::in(wq, ifc::wq::wq_type)) != 0) {
-        c.fail(Status::BAD_PARAM, "RMP wq_type {} is not a linked list", c.get(ifc::in(wq, ifc::wq::wq_type)));
+        c.fail(Status::BadParam, "RMP wq_type {} is not a linked list", c.get(ifc::in(wq, ifc::wq::wq_type)));
         return;
     }
     s.log_size = static_cast<uint8_t>(c.get(ifc::in(wq, ifc::wq::log_wq_sz)));
@@ -298,7 +298,7 @@ void SrqTable::cmd_arm_rq(CmdCtx &c) {
     const uint32_t n = static_cast<uint32_t>(c.get(ifc::arm_rq_in::srq_number));
     Srq *s = find(n);
     if (!s) {
-        c.fail(Status::BAD_RES, "SRQ 0x{:x} does not exist", n);
+        c.fail(Status::BadRes, "SRQ 0x{:x} does not exist", n);
         return;
     }
     arm(c, n, s->kind, static_cast<uint16_t>(c.get(ifc::arm_rq_in::lwm)));

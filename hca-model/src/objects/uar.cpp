@@ -25,7 +25,7 @@ size_t UarTable::in_use() const { return static_cast<size_t>(std::count(used_.be
 void UarTable::cmd_alloc_uar(CmdCtx &c) {
     auto idx = alloc();
     if (!idx) {
-        c.fail(Status::NO_RES, "all {} UAR pages are allocated", used_.size() - kFirst);
+        c.fail(Status::NoRes, "all {} UAR pages are allocated", used_.size() - kFirst);
         return;
     }
     c.set(ifc::alloc_uar_out::uar, *idx);
@@ -36,7 +36,7 @@ void UarTable::cmd_alloc_uar(CmdCtx &c) {
 void UarTable::cmd_dealloc_uar(CmdCtx &c) {
     const uint32_t idx = static_cast<uint32_t>(c.get(ifc::dealloc_uar_in::uar));
     if (!allocated(idx)) {
-        c.fail(Status::BAD_RES, "UAR {} is not allocated", idx);
+        c.fail(Status::BadRes, "UAR {} is not allocated", idx);
         return;
     }
     used_[idx] = false;

@@ -403,13 +403,13 @@ uint16_t Port::pma(const Mad &in, Mad &out) {
 void Port::cmd_mad_ifc(CmdCtx &c) {
     const uint32_t port = static_cast<uint32_t>(c.get(ifc::mad_ifc_in::port));
     if (port != num_) {
-        c.fail(Status::BAD_PARAM, "MAD_IFC for port {} (the device has port 1)", port);
+        c.fail(Status::BadParam, "MAD_IFC for port {} (the device has port 1)", port);
         return;
     }
     auto inb = c.in_block(ifc::mad_ifc_in::mad);
     auto outb = c.out_block(ifc::mad_ifc_out::response_mad_packet);
     if (inb.size() < mad::kSize || outb.size() < mad::kSize) {
-        c.fail(Status::BAD_INPUT_LEN, "MAD_IFC needs 256-byte MADs");
+        c.fail(Status::BadInputLen, "MAD_IFC needs 256-byte MADs");
         return;
     }
     Mad in, out;
@@ -429,7 +429,7 @@ void Port::cmd_mad_ifc(CmdCtx &c) {
         status = mad::kStatusUnsupportedMethodAttr;  // vendor and congestion classes
     }
     if (status == 0xffff) {
-        c.fail(Status::BAD_PKT, "M_Key violation: SMP attr 0x{:x} discarded", attr);
+        c.fail(Status::BadPkt, "M_Key violation: SMP attr 0x{:x} discarded", attr);
         return;
     }
     out[mad::kMethod] = static_cast<uint8_t>(mad::kResp | (method == mad::kSet ? uint8_t{mad::kGet} : method));
@@ -444,12 +444,12 @@ void Port::cmd_mad_ifc(CmdCtx &c) {
 void Port::cmd_query_hca_vport_context(CmdCtx &c) {
     if (c.get(ifc::query_hca_vport_context_in::other_vport) ||
         c.get(ifc::query_hca_vport_context_in::vport_number) != 0) {
-        c.fail(Status::BAD_PARAM, "only vport 0 exists");
+        c.fail(Status::BadParam, "only vport 0 exists");
         return;
     }
     const uint32_t port = static_cast<uint32_t>(c.get(ifc::query_hca_vport_context_in::port_num));
     if (port > 1) {
-        c.fail(Status::BAD_PARAM, "port {} does not exist", port);
+        c.fail(Status::BadParam, "port {} does not exist", port);
         return;
     }
     const ifc::Block v = ifc::query_hca_vport_context_out::hca_vport_context;
