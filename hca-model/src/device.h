@@ -35,7 +35,7 @@
 
 // One trace event of DEV (a Device): EV is <category>_<event> of
 // hca-model/trace-events, the rest its fields, by name or in order:
-//   HCA_TRACE(dev_, cq_arm, .cqn = cqn, .ci = ci, ...)
+//   HCA_TRACE(dev_, cqe_arm, .cqn = cqn, .ci = ci, ...)
 // The category is tested first, so a disabled one costs a load and a branch
 // and the fields (names looked up, hex dumps) are never evaluated.  The
 // event is built in an out-of-line lambda: its fields stay out of the
