@@ -109,14 +109,13 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     uint8_t aeth[4];
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
     const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
-    if (dev_.tracer().on(kTrPkt)) [[unlikely]] {
-        auto emit = [&]<typename E>(E) {
-            E{.qpn = qp.qpn, .psn = psn, .syndrome = syndrome, .msn = qp.rc.msn}.emit(dev_.tracer(), dev_.now());
-        };
-        const uint8_t kind = syndrome & 0xe0;
-        kind == kAethAck      ? emit(tev::pkt_ack_out{})
-        : kind == kAethRnrNak ? emit(tev::pkt_rnr_nak_out{})
-                              : emit(tev::pkt_nak_out{});
+    const uint8_t kind = syndrome & 0xe0;
+    if (kind == kAethAck) {
+        HCA_TRACE(dev_, pkt_ack_out, qp.qpn, psn, syndrome, qp.rc.msn);
+    } else if (kind == kAethRnrNak) {
+        HCA_TRACE(dev_, pkt_rnr_nak_out, qp.qpn, psn, syndrome, qp.rc.msn);
+    } else {
+        HCA_TRACE(dev_, pkt_nak_out, qp.qpn, psn, syndrome, qp.rc.msn);
     }
     rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
 }

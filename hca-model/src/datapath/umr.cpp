@@ -43,16 +43,20 @@ bool malformed(UmrError e) {
 }
 constexpr uint32_t kMaxXltOctowords = 0xffff;
 
+// The UMR control segment's flags as the trace writes them.
+std::string umr_flags(const UmrOp &op) {
+    const uint32_t check = op.flags & UmrOp::kCheckMask;
+    return fmt::format("{}{}{}", (op.flags & UmrOp::kInline) ? "inline" : "pointer",
+                       check == UmrOp::kCheckFree      ? ",check_free"
+                       : check == UmrOp::kCheckNotFree ? ",check_not_free"
+                                                       : "",
+                       (op.flags & UmrOp::kOffsetEn) ? ",offset" : "");
+}
+
 }  // namespace
 
 void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
-    const uint32_t check = op.flags & UmrOp::kCheckMask;
-    const std::string flags = fmt::format("{}{}{}", (op.flags & UmrOp::kInline) ? "inline" : "pointer",
-                                          check == UmrOp::kCheckFree      ? ",check_free"
-                                          : check == UmrOp::kCheckNotFree ? ",check_not_free"
-                                                                          : "",
-                                          (op.flags & UmrOp::kOffsetEn) ? ",offset" : "");
-    HCA_TRACE(dev_, wqe_umr, .qpn = qp.qpn, .index = index, .key = op.key, .flags = flags, .mask = op.mask,
+    HCA_TRACE(dev_, wqe_umr, .qpn = qp.qpn, .index = index, .key = op.key, .flags = umr_flags(op), .mask = op.mask,
               .xlt_octowords = octowords, .xlt_offset = op.xlt_first / 2);
     auto f = [&](auto field) { return ifc::get(op.mkc, field); };
     HCA_TRACE(
@@ -133,9 +137,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
         op.xlt_first = (uint64_t{uc.xlt_offset_47_16.get()} << 16 | uc.xlt_offset.get()) * 2;
         op.xlt_offset_high = uc.xlt_offset_47_16.get() != 0;
     }
-    if (dev_.tracer().on(kTrWqe)) {
-        umr_trace(qp, w.index, op, octowords);
-    }
+    umr_trace(qp, w.index, op, octowords);
     if (octowords > kMaxXltOctowords) {
         return false;
     }
