@@ -1,13 +1,15 @@
 // Connected transports between two devices cabled back to back: RC SEND,
 // RDMA WRITE (with immediate), RDMA READ, atomics, RNR NAK and retry, loss
 // and go-back-N retransmission, retry exhaustion, remote access errors and
-// the responder's affiliated asynchronous errors, UC.
+// the responder's affiliated asynchronous errors, the requester's states,
+// UC.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
+#include "expect.h"
 #include "pair.h"
 
 using namespace hcatest;
@@ -169,6 +171,77 @@ TEST_CASE("RC RNR retries run out: RNR retry exceeded", "[rc]") {
     CHECK(p.w.a.dev.qps.find(p.qa.qpn)->state == hca::QpState::Err);
 }
 
+TEST_CASE("RC requester: an RNR NAK holds the send queue, new WQEs included, until the RNR timer", "[rc]") {
+    Pair p;
+    TraceCapture t(p.w.a.dev, hca::kTrQp);
+    const hca::Qp *qa = p.w.a.dev.qps.find(p.qa.qpn);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {1, 2, 3, 4}});
+    p.w.pump();
+    CHECK(qa->rc.req == hca::ReqState::RnrWait);
+    CHECK(qa->rc.rnr_timer != 0);
+    CHECK(qa->rc.ack_timer == 0);  // the RNR timer owns the wait
+    // A receive and a second SEND meanwhile: the second waits for the
+    // retry of the first (sending it now would only earn a sequence NAK).
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + 64, 64);
+    const uint64_t tx = p.w.a.dev.counters.packets_tx;
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {5, 6, 7, 8}});
+    p.w.pump();
+    CHECK(p.w.a.dev.counters.packets_tx == tx);
+    CHECK(!p.b.d.next_cqe(p.b.rcq));
+    p.w.advance(1'000'000);  // the RNR timer: 10 us (min_rnr_timer 1)
+    for (uint8_t i = 0; i < 2; ++i) {
+        auto rc = p.b.d.next_cqe(p.b.rcq);
+        REQUIRE(rc);
+        CHECK(be32(*rc, 0x2c) == 4);
+        CHECK(p.b.mem(p.b.mr.iova + 64 * i, 1)[0] == 1 + 4 * i);
+        auto sc = p.a.d.next_cqe(p.a.scq);
+        REQUIRE(sc);
+        CHECK(op(*sc) == hca::kCqeReq);
+    }
+    CHECK(qa->rc.req == hca::ReqState::Idle);
+    CHECK(qa->rc.ack_timer == 0);
+    CHECK(p.w.a.dev.qcounters.get(qa->counter_set, hca::QCounter::PacketSeqErr) == 0);
+    const std::string qpn = fmt::format("qpn=0x{:x}", p.qa.qpn);
+    CHECK(t.lines({"qp requester", qpn, "from=wait-ack to=rnr-wait", "RNR NAK"}).size() == 1);
+    CHECK(t.lines({"qp requester", qpn, "from=rnr-wait to=sending", "RNR timer expired"}).size() == 1);
+}
+
+TEST_CASE("RC requester: a fenced WQE blocks the send queue until the READ before it is answered", "[rc]") {
+    Pair p;
+    TraceCapture t(p.w.a.dev, hca::kTrQp | hca::kTrWqe);
+    const hca::Qp *qa = p.w.a.dev.qps.find(p.qa.qpn);
+    p.b.fill(p.b.mr.iova + 8192, 64, 21);
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeRdmaRead,
+                           .sges = {{p.a.mr.key, p.a.mr.iova, 64}},
+                           .raddr = p.b.mr.iova + 8192,
+                           .rkey = p.b.mr.key});
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {3}, .fence = 2});
+    // The read response is lost: the SEND stays behind its fence.
+    p.w.pump([](bool from_a, uint64_t) { return !from_a; });
+    CHECK(qa->rc.req == hca::ReqState::Blocked);
+    CHECK(qa->rc.ack_timer != 0);  // the READ is still being waited for
+    CHECK(qa->rc.pending.size() == 1);
+    CHECK(!p.b.d.next_cqe(p.b.rcq));
+    // The local ACK timeout resends the READ; its answer releases the SEND.
+    p.w.advance(2'000'000'000);
+    auto read = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(read);
+    CHECK(be32(*read, 0x38) >> 24 == hca::kWqeRdmaRead);
+    CHECK(p.a.same(p.a.mr.iova, 64, 21));
+    auto send = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(send);
+    CHECK(be32(*send, 0x38) >> 24 == hca::kWqeSend);
+    REQUIRE(p.b.d.next_cqe(p.b.rcq));
+    CHECK(qa->rc.req == hca::ReqState::Idle);
+    const std::string qpn = fmt::format("qpn=0x{:x}", p.qa.qpn);
+    CHECK(t.lines({"qp requester", qpn, "from=blocked to=sending", "local ACK timeout"}).size() == 1);
+    // Blocked before the timeout, and again behind the resent READ.
+    CHECK(t.lines({"qp requester", qpn, "from=wait-ack to=blocked", "fenced WQE"}).size() == 2);
+    CHECK(t.lines({"qp requester", qpn, "from=blocked to=idle", "answered"}).size() == 1);
+}
+
 TEST_CASE("RC loss: every 5th packet dropped, data still correct (go-back-N)", "[rc]") {
     Pair p;
     auto drop = [](bool, uint64_t n) { return n % 5 == 2; };
@@ -208,6 +281,14 @@ TEST_CASE("RC: a dead peer exhausts the retry count", "[rc]") {
     REQUIRE(e);
     CHECK((*e)[0x37] == hca::kSyndTransportRetryExc);
     CHECK((*e)[0x36] == 0x81);  // vendor_err_synd
+    // The requester gave up and holds no timer; a reset makes it new.
+    const hca::Qp *qa = p.w.a.dev.qps.find(p.qa.qpn);
+    CHECK(qa->rc.req == hca::ReqState::Error);
+    CHECK(qa->rc.ack_timer == 0);
+    CHECK(qa->rc.rnr_timer == 0);
+    REQUIRE(p.a.d.modify_qp(hca::kOp2RstQp, p.qa.qpn).status == 0);
+    CHECK(qa->rc.req == hca::ReqState::Idle);
+    CHECK(qa->rc.pending.empty());
 }
 
 TEST_CASE("RC remote access error: bad rkey on the requester, both sides in error", "[rc]") {

@@ -259,7 +259,7 @@ class Follow:
             elif e.is_("pkt ack") and e.int("qpn") == q and e.int("id") in resp_ids:
                 self.add(name, e, "ACK processed", f"psn={e.get('psn')} msn={e.get('msn')}")
             elif e.cat == "qp" and e.int("qpn") == q and e.ev in ("ack_timeout", "retransmit", "nak", "rnr_nak",
-                                                                  "error"):
+                                                                  "requester", "error"):
                 self.add(name, e, f"QP {e.ev}", e.body)
             elif e.is_("pkt drop", "pkt ignore") and e.int("id") in resp_ids:
                 self.add(name, e, f"response {e.ev}", e.reason)

@@ -47,8 +47,25 @@ enum class RespState : uint8_t {
 };
 const char *resp_state_name(RespState s);
 
+// The requester's progress on its outstanding messages (IBA 9.7). The
+// completer has no state of its own: what an acknowledgement, a NAK or a
+// timer does is a requester transition. Transitions happen in
+// QpTable::rc_req_enter() only, which also keeps the timers true to the
+// state: the local ACK timer runs only while the requester waits for
+// answers (Sending, WaitAck, Blocked), the RNR timer only in RnrWait.
+enum class ReqState : uint8_t {
+    Idle,     // no message outstanding
+    Sending,  // packets between the transmit cursor and next_send_psn wait for the run budget
+    WaitAck,  // everything sent; acknowledgements or responses outstanding
+    Blocked,  // as WaitAck, and the next WQE waits for a fence or a read credit (IBA 10.8.3.3)
+    RnrWait,  // after an RNR NAK: nothing goes out until the RNR timer fires (IBA 9.7.5.2.8)
+    Error,    // gave up (retries exhausted, a fatal NAK, a local error) or the QP was flushed
+};
+const char *req_state_name(ReqState s);
+
 struct RcState {
-    // Requester.
+    // Requester (and completer).
+    ReqState req = ReqState::Idle;
     std::deque<RcWqe> pending;   // in WQE order, until completed
     uint32_t una = 0;            // oldest PSN not yet acknowledged
     uint32_t tx_psn = 0;         // next PSN to (re)transmit; behind next_send_psn while packets wait for the budget
@@ -58,7 +75,6 @@ struct RcState {
     int64_t ack_timer_at = 0;    // when ack_timer fires
     int64_t ack_deadline = 0;    // when the local ACK timeout is due (rc_arm_ack_timer)
     Timers::Id rnr_timer = 0;
-    bool blocked = false;        // the SQ waits for a fence or read credits
     uint64_t retransmits = 0;
     // Responder.
     RespState resp = RespState::Idle;

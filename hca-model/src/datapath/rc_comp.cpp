@@ -18,7 +18,7 @@ namespace hca {
 // before the deadline, arms itself again for the rest.
 void QpTable::rc_arm_ack_timer(Qp &qp) {
     const int64_t t = ack_timeout_ns(qp.path.ack_timeout);
-    if (qp.rc.pending.empty() || t < 0 || qp.rc.rnr_timer || qp.st == kQpUc) {
+    if (qp.rc.pending.empty() || t < 0 || !rc_req_waits(qp) || qp.st == kQpUc) {
         if (qp.rc.ack_timer) {
             dev_.cancel_timer(qp.rc.ack_timer);
             qp.rc.ack_timer = 0;
@@ -44,7 +44,7 @@ void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
             return;
         }
         q->rc.ack_timer = 0;
-        if (q->state != QpState::Rts || q->rc.pending.empty()) {
+        if (q->state != QpState::Rts || q->rc.pending.empty() || !rc_req_waits(*q)) {
             return;
         }
         if (const int64_t left = q->rc.ack_deadline - dev_.now(); left > 0) {
@@ -59,7 +59,7 @@ void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
         --q->rc.retry_left;
         dev_.qcounters.add(q->counter_set, QCounter::LocalAckTimeoutErr);
         HCA_TRACE(dev_, qp_ack_timeout, .qpn = q->qpn, .psn = q->rc.una, .retries_left = q->rc.retry_left);
-        rc_retransmit(*q, q->rc.una);
+        rc_retransmit(*q, q->rc.una, "local ACK timeout");
     });
 }
 
@@ -80,13 +80,19 @@ bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
 
 // Go-back-N: resend everything outstanding from psn on. The transmit
 // cursor moves back and the packets go out from run(), within its budget
-// (a timer or an incoming NAK never sends a whole window at once).
-void QpTable::rc_retransmit(Qp &qp, uint32_t psn) {
+// (a timer or an incoming NAK never sends a whole window at once). While
+// the requester waits out an RNR NAK only the cursor moves: the RNR
+// timer sends.
+void QpTable::rc_retransmit(Qp &qp, uint32_t psn, const char *why) {
     ++qp.rc.retransmits;
     HCA_TRACE(dev_, qp_retransmit, .qpn = qp.qpn, .from_psn = psn, .wqes = qp.rc.pending.size());
     if (psn_diff(psn, qp.rc.tx_psn) < 0) {
         qp.rc.tx_psn = psn;
     }
+    if (qp.rc.req == ReqState::RnrWait) {
+        return;
+    }
+    rc_req_enter(qp, ReqState::Sending, why);
     defer(qp);
     rc_arm_ack_timer(qp);
 }
@@ -94,6 +100,7 @@ void QpTable::rc_retransmit(Qp &qp, uint32_t psn) {
 // Completion error on the oldest outstanding WQE; the QP goes to error and
 // flushes everything after it.
 void QpTable::rc_fail(Qp &qp, uint8_t synd, const char *why) {
+    rc_req_enter(qp, ReqState::Error, why);
     if (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
@@ -118,10 +125,13 @@ void QpTable::rc_complete(Qp &qp) {
     } else if (psn_diff(qp.rc.pending.front().first_psn, qp.rc.una) > 0) {
         qp.rc.una = qp.rc.pending.front().first_psn;
     }
+    if (qp.rc.pending.empty() && qp.rc.req == ReqState::WaitAck) {
+        rc_req_enter(qp, ReqState::Idle);
+    }
     if (progress) {
         qp.rc.rnr_left = qp.rnr_retry;
         rc_arm_ack_timer(qp);
-        if (qp.rc.blocked) {
+        if (qp.rc.req == ReqState::Blocked) {
             process_sq(qp);
         }
     }
@@ -201,7 +211,7 @@ void QpTable::rc_got_ack(Qp &qp, uint32_t psn) {
             rc_complete(qp);
             if (rc_retry_budget(qp, "implied NAK")) {
                 dev_.qcounters.add(qp.counter_set, QCounter::ImpliedNakSeqErr);
-                rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn);
+                rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn, "implied NAK");
             }
             return;
         }
@@ -211,10 +221,12 @@ void QpTable::rc_got_ack(Qp &qp, uint32_t psn) {
 
 // IBA 9.7.5.2.8: the responder had no receive WQE; send again from psn
 // after the RNR timer, while the RNR retry count lasts.
+// Nothing goes out meanwhile, new WQEs included: the requester stands
+// still until the timer (the WQEs completed before psn get their CQEs now).
 void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
     rc_ack_upto(qp, (psn - 1) & 0xffffff);
-    rc_complete(qp);
     if (qp.rc.rnr_left == 0) {
+        rc_complete(qp);
         rc_fail(qp, kSyndRnrRetryExc, "RNR retry counter exceeded");
         return;
     }
@@ -224,22 +236,18 @@ void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
     dev_.qcounters.add(qp.counter_set, QCounter::RnrNakRetryErr);
     const int64_t wait = rnr_timer_ns(timer);
     HCA_TRACE(dev_, qp_rnr_nak, .qpn = qp.qpn, .psn = psn, .wait_us = wait / 1000, .retries_left = qp.rc.rnr_left);
-    if (qp.rc.ack_timer) {
-        dev_.cancel_timer(qp.rc.ack_timer);
-        qp.rc.ack_timer = 0;
-    }
-    if (qp.rc.rnr_timer) {
-        return;
-    }
-    const uint32_t qpn = qp.qpn;
-    qp.rc.rnr_timer = dev_.add_timer(wait, [this, qpn, psn] {
-        if (Qp *q = find(qpn)) {
-            q->rc.rnr_timer = 0;
-            if (q->state == QpState::Rts) {
-                rc_retransmit(*q, psn);
+    if (qp.rc.req != ReqState::RnrWait) {
+        rc_req_enter(qp, ReqState::RnrWait, "RNR NAK");
+        const uint32_t qpn = qp.qpn;
+        qp.rc.rnr_timer = dev_.add_timer(wait, [this, qpn, psn] {
+            if (Qp *q = find(qpn)) {
+                q->rc.rnr_timer = 0;
+                rc_req_enter(*q, ReqState::Sending, "RNR timer expired");
+                rc_retransmit(*q, psn, nullptr);
             }
-        }
-    });
+        });
+    }
+    rc_complete(qp);
 }
 
 // A NAK: a PSN sequence error is retried from psn (go-back-N); the others
@@ -251,7 +259,7 @@ void QpTable::rc_got_nak(Qp &qp, uint32_t psn, uint8_t code) {
     if (code == kNakPsnSeq) {
         if (rc_retry_budget(qp, "PSN sequence NAK")) {
             dev_.qcounters.add(qp.counter_set, QCounter::PacketSeqErr);
-            rc_retransmit(qp, psn);
+            rc_retransmit(qp, psn, "PSN sequence NAK");
         }
         return;
     }

@@ -43,6 +43,54 @@ int64_t ack_timeout_ns(uint8_t timeout) {
     return std::max<int64_t>(int64_t{4096} << std::min<uint8_t>(timeout, 31), kAckTimeoutFloorNs);
 }
 
+const char *req_state_name(ReqState s) {
+    switch (s) {
+        case ReqState::Idle:
+            return "idle";
+        case ReqState::Sending:
+            return "sending";
+        case ReqState::WaitAck:
+            return "wait-ack";
+        case ReqState::Blocked:
+            return "blocked";
+        case ReqState::RnrWait:
+            return "rnr-wait";
+        case ReqState::Error:
+            return "error";
+    }
+    return "?";
+}
+
+// Does the requester wait for answers, so that the local ACK timer runs?
+bool QpTable::rc_req_waits(const Qp &qp) const {
+    const ReqState s = qp.rc.req;
+    return s == ReqState::Sending || s == ReqState::WaitAck || s == ReqState::Blocked;
+}
+
+// The one place the requester's state changes. Leaving a state stops the
+// timer that belonged to it. The routine cycle of a message (idle,
+// sending, waiting for its ACK) is not traced, the WQE and packet lines
+// show it; every other transition comes with a reason and is.
+void QpTable::rc_req_enter(Qp &qp, ReqState to, const char *why) {
+    const ReqState from = qp.rc.req;
+    if (from == to) {
+        return;
+    }
+    qp.rc.req = to;
+    if (from == ReqState::RnrWait && qp.rc.rnr_timer) {
+        dev_.cancel_timer(qp.rc.rnr_timer);
+        qp.rc.rnr_timer = 0;
+    }
+    if (!rc_req_waits(qp) && qp.rc.ack_timer) {
+        dev_.cancel_timer(qp.rc.ack_timer);
+        qp.rc.ack_timer = 0;
+    }
+    if (why) {
+        HCA_TRACE(dev_, qp_requester, .qpn = qp.qpn, .from = req_state_name(from), .to = req_state_name(to),
+                  .reason = why);
+    }
+}
+
 uint32_t QpTable::rc_mtu(const Qp &qp) {
     const uint8_t port_mtu = dev_.port(qp.path.port).neighbor_mtu();
     return 128u << std::clamp<uint8_t>(std::min<uint8_t>(qp.mtu ? qp.mtu : 1, port_mtu), 1, 5);
@@ -288,6 +336,9 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
 // budget. False if the budget ran out first (the QP is deferred and goes
 // on where it stopped) or the QP failed.
 bool QpTable::rc_pump(Qp &qp) {
+    if (qp.rc.req == ReqState::RnrWait) {
+        return false;  // the RNR timer sends again
+    }
     auto &pend = qp.rc.pending;
     while (psn_diff(qp.rc.tx_psn, qp.next_send_psn) < 0 && qp.state == QpState::Rts) {
         // The WQE holding the cursor (pending is in PSN order).
@@ -322,7 +373,13 @@ bool QpTable::rc_pump(Qp &qp) {
             rc_complete(qp);
         }
     }
-    return qp.state == QpState::Rts;
+    if (qp.state != QpState::Rts) {
+        return false;
+    }
+    if (qp.rc.req == ReqState::Sending) {
+        rc_req_enter(qp, pend.empty() ? ReqState::Idle : ReqState::WaitAck);
+    }
+    return true;
 }
 
 // IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic, and a
@@ -331,17 +388,22 @@ bool QpTable::rc_pump(Qp &qp) {
 bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
     const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
                         sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
-    if (!fenced && !wqe_reads_remote(sw.opcode)) {
-        return false;  // neither waits for reads: no need to count them
-    }
     uint32_t reads = 0;
-    for (const RcWqe &p : qp.rc.pending) {
-        reads += !p.acked && (p.is_read() || p.is_atomic());
+    if (fenced || wqe_reads_remote(sw.opcode)) {  // neither waits for reads: no need to count them
+        for (const RcWqe &p : qp.rc.pending) {
+            reads += !p.acked && (p.is_read() || p.is_atomic());
+        }
     }
-    if (!(reads && fenced) && !(wqe_reads_remote(sw.opcode) && reads >= 1u << qp.log_sra_max)) {
+    const bool fence_waits = reads && fenced;
+    if (!fence_waits && !(wqe_reads_remote(sw.opcode) && reads >= 1u << qp.log_sra_max)) {
+        if (qp.rc.req == ReqState::Blocked) {
+            rc_req_enter(qp, qp.rc.pending.empty() ? ReqState::Idle : ReqState::WaitAck,
+                         "the reads it waited for are answered");
+        }
         return false;
     }
-    qp.rc.blocked = true;
+    rc_req_enter(qp, ReqState::Blocked,
+                 fence_waits ? "a fenced WQE waits for reads and atomics" : "a read or atomic waits for a read credit");
     HCA_TRACE(dev_, wqe_blocked, .qpn = qp.qpn, .index = sw.index, .fence = sw.fence, .reads_outstanding = reads);
     return true;
 }
@@ -361,6 +423,7 @@ bool QpTable::rc_start(Qp &qp, const SqWqe &sw) {
         qp.rc.una = w.first_psn;
     }
     qp.rc.pending.push_back(std::move(w));
+    rc_req_enter(qp, ReqState::Sending);
     rc_arm_ack_timer(qp);
     return rc_pump(qp);  // false: the rest of this message goes out in later turns
 }

@@ -246,7 +246,6 @@ void QpTable::process_sq(Qp &qp) {
         return;
     }
     if (qp.connected()) {
-        qp.rc.blocked = false;
         if (!rc_pump(qp)) {
             return;  // earlier messages are still going out
         }

@@ -403,12 +403,7 @@ void QpTable::arm_flush_timer(Qp &qp) {
 }
 
 void QpTable::rc_reset(Qp &qp) {
-    if (qp.rc.ack_timer) {
-        dev_.cancel_timer(qp.rc.ack_timer);
-    }
-    if (qp.rc.rnr_timer) {
-        dev_.cancel_timer(qp.rc.rnr_timer);
-    }
+    rc_req_enter(qp, ReqState::Idle);  // stops the timers
     qp.rc = RcState{};
 }
 
@@ -417,18 +412,13 @@ void QpTable::flush_sq(Qp &qp) {
         return;
     }
     // Started but unfinished WQEs of a connected QP flush first, in order.
+    if (qp.connected()) {
+        rc_req_enter(qp, ReqState::Error, "the QP is in error: outstanding WQEs flushed");
+    }
     while (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
         req_err_cqe(qp, w.index, w.opcode, kSyndWrFlush);
-    }
-    if (qp.rc.ack_timer) {
-        dev_.cancel_timer(qp.rc.ack_timer);
-        qp.rc.ack_timer = 0;
-    }
-    if (qp.rc.rnr_timer) {
-        dev_.cancel_timer(qp.rc.rnr_timer);
-        qp.rc.rnr_timer = 0;
     }
     uint8_t db[4];
     if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
@@ -549,9 +539,9 @@ std::string QpTable::info() const {
         if (qp.connected()) {
             fmt::format_to(std::back_inserter(s),
                            " remote_qpn=0x{:x} dlid={} unacked_psn=0x{:x} expected_psn=0x{:x} outstanding_wqes={} "
-                           "retransmits={}{}",
-                           qp.remote_qpn, qp.path.rlid, qp.rc.una, qp.rc.epsn, qp.rc.pending.size(),
-                           qp.rc.retransmits, qp.rc.blocked ? " (blocked on a fence)" : "");
+                           "retransmits={} requester={} responder={}",
+                           qp.remote_qpn, qp.path.rlid, qp.rc.una, qp.rc.epsn, qp.rc.pending.size(), qp.rc.retransmits,
+                           req_state_name(qp.rc.req), resp_state_name(qp.rc.resp));
         }
         s += '\n';
     }

@@ -272,7 +272,9 @@ class QpTable {
     void rc_arm_ack_timer(Qp &qp);
     void rc_add_ack_timer(Qp &qp, int64_t delay);
     bool rc_retry_budget(Qp &qp, const char *why);
-    void rc_retransmit(Qp &qp, uint32_t psn);
+    void rc_retransmit(Qp &qp, uint32_t psn, const char *why);
+    void rc_req_enter(Qp &qp, ReqState to, const char *why = nullptr);
+    bool rc_req_waits(const Qp &qp) const;
     void rc_fail(Qp &qp, uint8_t synd, const char *why);
     void rc_complete(Qp &qp);
     void rc_ack_upto(Qp &qp, uint32_t psn);
