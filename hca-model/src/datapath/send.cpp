@@ -318,7 +318,7 @@ bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
         if (w.opcode != kWqeUmr) {
             dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on the UMR QP", qp.qpn, w.index,
                              wqe_opcode_name(w.opcode));
-        } else if (umr_wqe(qp, w, synd)) {
+        } else if (umr_.execute(qp, w, synd)) {
             return local_done(qp, w);
         }
         return fail_wqe(qp, w, synd, "UMR failed");

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/umr.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -55,7 +56,7 @@ std::string umr_flags(const UmrOp &op) {
 
 }  // namespace
 
-void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
+void UmrEngine::trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords) {
     HCA_TRACE(dev_, wqe_umr, .qpn = qp.qpn, .index = index, .key = op.key, .flags = umr_flags(op), .mask = op.mask,
               .xlt_octowords = octowords, .xlt_offset = op.xlt_first / 2);
     auto f = [&](auto field) { return ifc::get(op.mkc, field); };
@@ -71,7 +72,7 @@ void QpTable::umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t 
 // The translation entries a UMR WQE points at with one data segment (at
 // seg), read through that segment's key like any gather entry; the UMR QP
 // is privileged, so there the key's own PD is accepted.
-bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, UmrOp &op, uint8_t &synd) {
+bool UmrEngine::fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, UmrOp &op, uint8_t &synd) {
     const size_t bytes = op.xlt.size() * 8;
     if (seg.size() < sizeof(DataSeg)) {
         dev_.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: translation pointer segment missing", qp.qpn, index);
@@ -115,7 +116,7 @@ bool QpTable::umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg
     return true;
 }
 
-bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
+bool UmrEngine::execute(Qp &qp, const SqWqe &w, uint8_t &synd) {
     const std::span<const uint8_t> wqe = w.bytes;
     const size_t base = sizeof(CtrlSeg);
     synd = kSyndLocalQpOp;
@@ -137,7 +138,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
         op.xlt_first = (uint64_t{uc.xlt_offset_47_16.get()} << 16 | uc.xlt_offset.get()) * 2;
         op.xlt_offset_high = uc.xlt_offset_47_16.get() != 0;
     }
-    umr_trace(qp, w.index, op, octowords);
+    trace(qp, w.index, op, octowords);
     if (octowords > kMaxXltOctowords) {
         return false;
     }
@@ -152,7 +153,7 @@ bool QpTable::umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd) {
         for (size_t i = 0; i < op.xlt.size(); ++i) {
             op.xlt[i] = load_be64(tail.data() + i * 8);
         }
-    } else if (octowords && !umr_fetch_xlt(qp, w.index, tail, op, synd)) {
+    } else if (octowords && !fetch_xlt(qp, w.index, tail, op, synd)) {
         return false;
     }
     const UmrError e = dev_.mkeys.umr(op, qp.st == kQpRegUmr ? nullptr : &qp.pd);

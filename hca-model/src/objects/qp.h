@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "datapath/rc.h"
+#include "datapath/umr.h"
 #include "datapath/wqe.h"
 #include "iba/packet.h"
 #include "ifc/field.h"
@@ -249,10 +250,6 @@ class QpTable {
                   uint32_t mtu);
     void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
     void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
-    // umr.cpp: a UMR WQE (REG_UMR QP, or REG_MR / LOCAL_INV on RC/UC/XRC).
-    bool umr_wqe(Qp &qp, const SqWqe &w, uint8_t &synd);
-    bool umr_fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, UmrOp &op, uint8_t &synd);
-    void umr_trace(const Qp &qp, uint16_t index, const UmrOp &op, uint32_t octowords);
     // rc_req.cpp, rc_comp.cpp, rc_resp.cpp: connected transports
     uint32_t rc_mtu(const Qp &qp);
     void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
@@ -326,6 +323,7 @@ class QpTable {
     void release(Qp &qp);
 
     Device &dev_;
+    UmrEngine umr_{dev_};
     IdAllocator ids_{0x100, 0xffffff};
     std::map<uint32_t, Qp> qps_;
     std::map<iba::Gid, std::set<uint32_t>> mcgs_;
