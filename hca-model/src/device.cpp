@@ -333,16 +333,16 @@ void Device::run() {
             recycle(std::move(pkt));
         }
         // One ACK per QP for what this batch brought (IBA 9.7.5.1.1).
-        qps.pay_acks();
+        qps.responder().pay_acks();
         // Every write of the batch is in, so BlueFlame copies are whole.
         if (!link_tx_full()) {
-            qps.process_pending();
+            qps.sq().process_pending();
         }
-        if (rx_.empty() && (!qps.sq_work() || tx_waiting_) && doorbells_.empty()) {
+        if (rx_.empty() && (!qps.sq().has_work() || tx_waiting_) && doorbells_.empty()) {
             break;
         }
     }
-    if (!rx_.empty() || (qps.sq_work() && !tx_waiting_) || !doorbells_.empty()) {
+    if (!rx_.empty() || (qps.sq().has_work() && !tx_waiting_) || !doorbells_.empty()) {
         schedule();
     }
     if (rx_refused_ && rx_bytes_ <= kRxLow) {
@@ -378,7 +378,7 @@ bool Device::link_tx_full() {
 
 // The host wrote (or forgot) queued bytes: the send queues may go on.
 void Device::port_tx_done() {
-    if (tx_waiting_ && !link_tx_full() && qps.sq_work()) {
+    if (tx_waiting_ && !link_tx_full() && qps.sq().has_work()) {
         schedule();
     }
 }
@@ -556,7 +556,7 @@ void Device::receive(Packet &pkt) {
     } else {
         ++p.counters().unicast_rcv;
     }
-    qps.receive(pkt, v);
+    qps.receiver().receive(pkt, v);
 }
 
 void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsigned size) {
@@ -566,7 +566,7 @@ void Device::uar_doorbell(uint32_t uar, uint32_t off, const uint8_t *data, unsig
     }
     HCA_TRACE(*this, uar_write, .uar = uar, .offset = off, .size = size, .data = std::span<const uint8_t>(data, size));
     if (off >= UarTable::kBfRegion) {
-        qps.sq_doorbell(uar, off, data, size);
+        qps.sq().doorbell(uar, off, data, size);
         return;
     }
     switch (off) {

@@ -569,7 +569,7 @@ TEST_CASE("BlueFlame: the WQE carried in the write is executed (the kernel's wri
         ++cqes;
     }
     CHECK(cqes == n);
-    CHECK(s.b.dev.qps.bf_executed() == n);
+    CHECK(s.b.dev.qps.sq().bf_executed() == n);
 
     // The same WQEs rung with an 8-byte doorbell only: executed from memory
     // (unsignalled), so no completion.

@@ -157,8 +157,8 @@ TEST_CASE("send queues take turns: many QPs with long messages all progress in o
         const hca::Qp *q = p.w.a.dev.qps.find(qa[i].qpn);
         INFO("qp " << i);
         const int32_t sent = hca::psn_diff(q->rc.tx_psn, q->rc.pending.front().first_psn);
-        CHECK(sent >= int32_t(hca::Device::kRunPackets / 4 - hca::QpTable::kQuantum));
-        CHECK(sent <= int32_t(hca::Device::kRunPackets / 4 + hca::QpTable::kQuantum));
+        CHECK(sent >= int32_t(hca::Device::kRunPackets / 4 - hca::SendQueue::kQuantum));
+        CHECK(sent <= int32_t(hca::Device::kRunPackets / 4 + hca::SendQueue::kQuantum));
     }
     // And all of it completes in the end.
     p.w.pump();
@@ -183,7 +183,7 @@ TEST_CASE("flow control: send queues wait for a backed-up link, a device behind 
         p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova + i * 1024, 1024}}});
     }
     CHECK(ha.tx.empty());
-    CHECK(p.w.a.dev.qps.sq_work());
+    CHECK(p.w.a.dev.qps.sq().has_work());
     CHECK(p.w.a.dev.counters.tx_waits == 1);
     CHECK(!p.a.d.next_cqe(p.a.scq));
     // Written down to just above the low-water mark: still waiting.

@@ -39,7 +39,7 @@ struct RcWqe {
 
 // The responder's message in progress (IBA 9.8.3: a FIRST or ONLY opcode
 // starts a message, MIDDLE and LAST continue it). Transitions happen in
-// QpTable::rc_resp_enter() only.
+// RcResponder::enter() only.
 enum class RespState : uint8_t {
     Idle,     // between messages
     InSend,   // a SEND holds its receive WQE (RcState::recv) until its last packet
@@ -50,7 +50,7 @@ const char *resp_state_name(RespState s);
 // The requester's progress on its outstanding messages (IBA 9.7). The
 // completer has no state of its own: what an acknowledgement, a NAK or a
 // timer does is a requester transition. Transitions happen in
-// QpTable::rc_req_enter() only, which also keeps the timers true to the
+// RcRequester::enter() only, which also keeps the timers true to the
 // state: the local ACK timer runs only while the requester waits for
 // answers (Sending, WaitAck, Blocked), the RNR timer only in RnrWait.
 enum class ReqState : uint8_t {
@@ -73,7 +73,7 @@ struct RcState {
     uint8_t rnr_left = 0;
     Timers::Id ack_timer = 0;
     int64_t ack_timer_at = 0;    // when ack_timer fires
-    int64_t ack_deadline = 0;    // when the local ACK timeout is due (rc_arm_ack_timer)
+    int64_t ack_deadline = 0;    // when the local ACK timeout is due (RcRequester::arm_ack_timer)
     Timers::Id rnr_timer = 0;
     uint64_t retransmits = 0;
     // Responder.

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/common.h"
+#include "datapath/rc_req.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -16,9 +18,9 @@ namespace hca {
 // QP is every ACK. Restarting only moves the deadline: the timer already
 // armed stays (no allocation, no host timer change) and, if it fires
 // before the deadline, arms itself again for the rest.
-void QpTable::rc_arm_ack_timer(Qp &qp) {
+void RcRequester::arm_ack_timer(Qp &qp) {
     const int64_t t = ack_timeout_ns(qp.path.ack_timeout);
-    if (qp.rc.pending.empty() || t < 0 || !rc_req_waits(qp) || qp.st == kQpUc) {
+    if (qp.rc.pending.empty() || t < 0 || !waits(qp) || qp.st == kQpUc) {
         if (qp.rc.ack_timer) {
             dev_.cancel_timer(qp.rc.ack_timer);
             qp.rc.ack_timer = 0;
@@ -32,34 +34,34 @@ void QpTable::rc_arm_ack_timer(Qp &qp) {
     if (qp.rc.ack_timer) {
         dev_.cancel_timer(qp.rc.ack_timer);  // a shorter timeout than the one armed (RTS2RTS)
     }
-    rc_add_ack_timer(qp, t);
+    add_ack_timer(qp, t);
 }
 
-void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
+void RcRequester::add_ack_timer(Qp &qp, int64_t delay) {
     const uint32_t qpn = qp.qpn;
     qp.rc.ack_timer_at = dev_.now() + delay;
     qp.rc.ack_timer = dev_.add_timer(delay, [this, qpn] {
-        Qp *q = find(qpn);
+        Qp *q = qps_.find(qpn);
         if (!q) {
             return;
         }
         q->rc.ack_timer = 0;
-        if (q->state != QpState::Rts || q->rc.pending.empty() || !rc_req_waits(*q)) {
+        if (q->state != QpState::Rts || q->rc.pending.empty() || !waits(*q)) {
             return;
         }
         if (const int64_t left = q->rc.ack_deadline - dev_.now(); left > 0) {
-            rc_add_ack_timer(*q, left);  // restarted since it was armed
+            add_ack_timer(*q, left);  // restarted since it was armed
             return;
         }
         // IBA 9.7.6.1.3: local ACK timeout.
         if (q->rc.retry_left == 0) {
-            rc_fail(*q, kSyndTransportRetryExc, "transport retry counter exceeded");
+            fail(*q, kSyndTransportRetryExc, "transport retry counter exceeded");
             return;
         }
         --q->rc.retry_left;
         dev_.qcounters.add(q->counter_set, QCounter::LocalAckTimeoutErr);
         HCA_TRACE(dev_, qp_ack_timeout, .qpn = q->qpn, .psn = q->rc.una, .retries_left = q->rc.retry_left);
-        rc_retransmit(*q, q->rc.una, "local ACK timeout");
+        retransmit(*q, q->rc.una, "local ACK timeout");
     });
 }
 
@@ -68,9 +70,9 @@ void QpTable::rc_add_ack_timer(Qp &qp, int64_t delay) {
 // progress resets it. Without this a peer that keeps answering the same
 // way (a misconfigured or hostile one) would keep the QP retransmitting
 // forever. False once the counter has run out: the QP has failed.
-bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
+bool RcRequester::retry_budget(Qp &qp, const char *why) {
     if (qp.rc.retry_left == 0) {
-        rc_fail(qp, kSyndTransportRetryExc, "transport retry counter exceeded");
+        fail(qp, kSyndTransportRetryExc, "transport retry counter exceeded");
         return false;
     }
     --qp.rc.retry_left;
@@ -83,7 +85,7 @@ bool QpTable::rc_retry_budget(Qp &qp, const char *why) {
 // (a timer or an incoming NAK never sends a whole window at once). While
 // the requester waits out an RNR NAK only the cursor moves: the RNR
 // timer sends.
-void QpTable::rc_retransmit(Qp &qp, uint32_t psn, const char *why) {
+void RcRequester::retransmit(Qp &qp, uint32_t psn, const char *why) {
     ++qp.rc.retransmits;
     HCA_TRACE(dev_, qp_retransmit, .qpn = qp.qpn, .from_psn = psn, .wqes = qp.rc.pending.size());
     if (psn_diff(psn, qp.rc.tx_psn) < 0) {
@@ -92,32 +94,32 @@ void QpTable::rc_retransmit(Qp &qp, uint32_t psn, const char *why) {
     if (qp.rc.req == ReqState::RnrWait) {
         return;
     }
-    rc_req_enter(qp, ReqState::Sending, why);
-    defer(qp);
-    rc_arm_ack_timer(qp);
+    enter(qp, ReqState::Sending, why);
+    qps_.sq().defer(qp);
+    arm_ack_timer(qp);
 }
 
 // Completion error on the oldest outstanding WQE; the QP goes to error and
 // flushes everything after it.
-void QpTable::rc_fail(Qp &qp, uint8_t synd, const char *why) {
-    rc_req_enter(qp, ReqState::Error, why);
+void RcRequester::fail(Qp &qp, uint8_t synd, const char *why) {
+    enter(qp, ReqState::Error, why);
     if (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
-        req_err_cqe(qp, w.index, w.opcode, synd);
+        req_err_cqe(dev_, qp, w.index, w.opcode, synd, pkt_);
     }
-    to_error(qp, why);
+    qps_.to_error(qp, why);
 }
 
 // Writes the CQEs of completed WQEs at the head, in order, then lets the
 // send queue continue if it waited for them.
-void QpTable::rc_complete(Qp &qp) {
+void RcRequester::complete(Qp &qp) {
     bool progress = false;
     while (!qp.rc.pending.empty() && qp.rc.pending.front().acked) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
         const uint32_t bytes = w.is_atomic() ? 8 : w.length;
-        req_cqe(qp, w.index, w.opcode, bytes, w.signaled, false);
+        req_cqe(dev_, qp, w.index, w.opcode, bytes, w.signaled, false, pkt_);
         progress = true;
     }
     if (qp.rc.pending.empty()) {
@@ -126,64 +128,24 @@ void QpTable::rc_complete(Qp &qp) {
         qp.rc.una = qp.rc.pending.front().first_psn;
     }
     if (qp.rc.pending.empty() && qp.rc.req == ReqState::WaitAck) {
-        rc_req_enter(qp, ReqState::Idle);
+        enter(qp, ReqState::Idle);
     }
     if (progress) {
         qp.rc.rnr_left = qp.rnr_retry;
-        rc_arm_ack_timer(qp);
+        arm_ack_timer(qp);
         if (qp.rc.req == ReqState::Blocked) {
-            process_sq(qp);
+            qps_.sq().process(qp);
         }
     }
-}
-
-// Scatter of read response data and atomic results into the local buffers.
-bool QpTable::rc_scatter(Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offset,
-                         std::span<const uint8_t> data, uint8_t &synd) {
-    uint32_t base = 0;
-    uint32_t pos = 0;
-    std::vector<DmaChunk> &chunks = chunks_;  // its capacity stays: no allocation per packet
-    for (const auto &s : sges) {
-        if (pos == data.size()) {
-            break;
-        }
-        if (offset + pos >= base + s.len) {
-            base += s.len;
-            continue;
-        }
-        const uint32_t in_sge = offset + pos - base;
-        const uint32_t n = std::min<uint32_t>(s.len - in_sge, static_cast<uint32_t>(data.size()) - pos);
-        chunks.clear();
-        const XlatError e = dev_.mkeys.translate(s.lkey, pd, s.addr + in_sge, n, kAccLocalWrite, chunks);
-        if (e != XlatError::None) {
-            dev_.guest_error("qpn=0x{:x} scatter lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey,
-                             s.addr + in_sge, n, xlat_error_name(e));
-            synd = kSyndLocalProt;
-            return false;
-        }
-        for (const DmaChunk &c : chunks) {
-            if (!dev_.dma_write(c.addr, data.data() + pos, c.len)) {
-                synd = kSyndLocalProt;
-                return false;
-            }
-            pos += c.len;
-        }
-        base += s.len;
-    }
-    if (pos != data.size()) {
-        synd = kSyndLocalLength;
-        return false;
-    }
-    return true;
 }
 
 // Everything up to and including psn is acknowledged.  Forward progress
 // resets the retry counter (IBA 9.7.6.1.3).
-void QpTable::rc_ack_upto(Qp &qp, uint32_t psn) {
+void RcRequester::ack_upto(Qp &qp, uint32_t psn) {
     if (psn_diff(psn, qp.rc.una) >= 0 && psn_diff(psn, qp.next_send_psn) < 0) {
         qp.rc.una = (psn + 1) & 0xffffff;
         qp.rc.retry_left = qp.retry_count;
-        rc_arm_ack_timer(qp);  // progress restarts the local ACK timer (long messages)
+        arm_ack_timer(qp);  // progress restarts the local ACK timer (long messages)
     }
     for (RcWqe &w : qp.rc.pending) {
         if (w.npkts == 0) {
@@ -201,33 +163,33 @@ void QpTable::rc_ack_upto(Qp &qp, uint32_t psn) {
 // An ACK: everything up to its PSN is done, but an ACK beyond a read or
 // atomic still unanswered means that response was lost (implied NAK,
 // IBA 9.7.5.1.1).
-void QpTable::rc_got_ack(Qp &qp, uint32_t psn) {
-    rc_ack_upto(qp, psn);
+void RcRequester::got_ack(Qp &qp, uint32_t psn) {
+    ack_upto(qp, psn);
     for (RcWqe &w : qp.rc.pending) {
         if (psn_diff(w.first_psn, psn) > 0) {
             break;
         }
         if ((w.is_read() || w.is_atomic()) && !w.acked && psn_diff(w.last_psn(), psn) < 0) {
-            rc_complete(qp);
-            if (rc_retry_budget(qp, "implied NAK")) {
+            complete(qp);
+            if (retry_budget(qp, "implied NAK")) {
                 dev_.qcounters.add(qp.counter_set, QCounter::ImpliedNakSeqErr);
-                rc_retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn, "implied NAK");
+                retransmit(qp, w.next_resp_psn ? w.next_resp_psn : w.first_psn, "implied NAK");
             }
             return;
         }
     }
-    rc_complete(qp);
+    complete(qp);
 }
 
 // IBA 9.7.5.2.8: the responder had no receive WQE; send again from psn
 // after the RNR timer, while the RNR retry count lasts.
 // Nothing goes out meanwhile, new WQEs included: the requester stands
 // still until the timer (the WQEs completed before psn get their CQEs now).
-void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
-    rc_ack_upto(qp, (psn - 1) & 0xffffff);
+void RcRequester::got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
+    ack_upto(qp, (psn - 1) & 0xffffff);
     if (qp.rc.rnr_left == 0) {
-        rc_complete(qp);
-        rc_fail(qp, kSyndRnrRetryExc, "RNR retry counter exceeded");
+        complete(qp);
+        fail(qp, kSyndRnrRetryExc, "RNR retry counter exceeded");
         return;
     }
     if (qp.rnr_retry != 7) {  // 7: retry forever
@@ -237,61 +199,61 @@ void QpTable::rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
     const int64_t wait = rnr_timer_ns(timer);
     HCA_TRACE(dev_, qp_rnr_nak, .qpn = qp.qpn, .psn = psn, .wait_us = wait / 1000, .retries_left = qp.rc.rnr_left);
     if (qp.rc.req != ReqState::RnrWait) {
-        rc_req_enter(qp, ReqState::RnrWait, "RNR NAK");
+        enter(qp, ReqState::RnrWait, "RNR NAK");
         const uint32_t qpn = qp.qpn;
         qp.rc.rnr_timer = dev_.add_timer(wait, [this, qpn, psn] {
-            if (Qp *q = find(qpn)) {
+            if (Qp *q = qps_.find(qpn)) {
                 q->rc.rnr_timer = 0;
-                rc_req_enter(*q, ReqState::Sending, "RNR timer expired");
-                rc_retransmit(*q, psn, nullptr);
+                enter(*q, ReqState::Sending, "RNR timer expired");
+                retransmit(*q, psn, nullptr);
             }
         });
     }
-    rc_complete(qp);
+    complete(qp);
 }
 
 // A NAK: a PSN sequence error is retried from psn (go-back-N); the others
 // end the QP with the matching error completion (IBA 9.7.5.2.4).
-void QpTable::rc_got_nak(Qp &qp, uint32_t psn, uint8_t code) {
-    rc_ack_upto(qp, (psn - 1) & 0xffffff);
-    rc_complete(qp);
+void RcRequester::got_nak(Qp &qp, uint32_t psn, uint8_t code) {
+    ack_upto(qp, (psn - 1) & 0xffffff);
+    complete(qp);
     HCA_TRACE(dev_, qp_nak, .qpn = qp.qpn, .psn = psn, .code = code);
     if (code == kNakPsnSeq) {
-        if (rc_retry_budget(qp, "PSN sequence NAK")) {
+        if (retry_budget(qp, "PSN sequence NAK")) {
             dev_.qcounters.add(qp.counter_set, QCounter::PacketSeqErr);
-            rc_retransmit(qp, psn, "PSN sequence NAK");
+            retransmit(qp, psn, "PSN sequence NAK");
         }
         return;
     }
     const uint8_t synd = code == kNakInvalidRequest ? kSyndRemoteInvalReq
                          : code == kNakRemoteAccess ? kSyndRemoteAccess
                                                     : kSyndRemoteOp;
-    rc_fail(qp, synd, code == kNakRemoteAccess ? "remote access error" : "remote error");
+    fail(qp, synd, code == kNakRemoteAccess ? "remote access error" : "remote error");
 }
 
 // An ATOMIC ACKNOWLEDGE: the original value goes to the WQE's result buffer.
-void QpTable::rc_got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v) {
+void RcRequester::got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v) {
     if (!w.is_atomic() || !v.atomic_ack) {
         return;
     }
-    rc_ack_upto(qp, (v.psn() - 1) & 0xffffff);
+    ack_upto(qp, (v.psn() - 1) & 0xffffff);
     // Host endianness (atomic_req_8B_endianness_mode): the original value
     // lands in the local buffer in the guest's byte order.
     uint8_t orig[8];
     const uint64_t value = v.atomic_ack->orig.get();
     std::memcpy(orig, &value, 8);
     uint8_t synd = 0;
-    if (!rc_scatter(qp, qp.pd, w.data.sges, 0, orig, synd)) {
-        rc_fail(qp, synd, "atomic result scatter failed");
+    if (!scatter(dev_, qp, qp.pd, w.data.sges, 0, orig, chunks_, synd)) {
+        fail(qp, synd, "atomic result scatter failed");
         return;
     }
     w.acked = true;
-    rc_complete(qp);
+    complete(qp);
 }
 
 // An RDMA READ response packet: in order, of the right length, scattered
 // at its offset; the last one completes the WQE.
-void QpTable::rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v) {
+void RcRequester::got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v) {
     const uint32_t psn = v.psn();
     const uint8_t op = v.opcode() & 0x1f;
     if (!w.is_read()) {
@@ -303,32 +265,33 @@ void QpTable::rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const ib
         return;
     }
     if (v.aeth) {
-        rc_ack_upto(qp, (w.first_psn - 1) & 0xffffff);
+        ack_upto(qp, (w.first_psn - 1) & 0xffffff);
     }
-    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t mtu = rc_mtu(dev_, qp);
     const uint32_t offset = static_cast<uint32_t>(psn_diff(psn, w.first_psn)) * mtu;
     const bool last = op == iba::kReadRespLast || op == iba::kReadRespOnly;
     if (offset + v.payload.size() > w.length || (!last && v.payload.size() != mtu) ||
         (last && offset + v.payload.size() != w.length)) {
-        rc_fail(qp, kSyndBadResp, "read response of the wrong length");
+        fail(qp, kSyndBadResp, "read response of the wrong length");
         return;
     }
     uint8_t synd = 0;
-    if (!rc_scatter(qp, qp.pd, w.data.sges, offset, v.payload, synd)) {
-        rc_fail(qp, synd, "read response scatter failed");
+    if (!scatter(dev_, qp, qp.pd, w.data.sges, offset, v.payload, chunks_, synd)) {
+        fail(qp, synd, "read response scatter failed");
         return;
     }
     w.next_resp_psn = (psn + 1) & 0xffffff;
     if (last) {
         w.acked = true;
-        rc_complete(qp);
+        complete(qp);
     } else {
-        rc_arm_ack_timer(qp);
+        arm_ack_timer(qp);
     }
 }
 
 // The completer (IBA 9.7.6): responses to this QP's requests.
-void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+void RcRequester::rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    const PacketScope scope(pkt_, pkt.id);
     const uint32_t psn = v.psn();
     const uint8_t op = v.opcode() & 0x1f;
     if (qp.state != QpState::Rts && qp.state != QpState::Sqd) {
@@ -348,13 +311,13 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
         case kAethAck:
             HCA_TRACE(dev_, pkt_ack, .qpn = qp.qpn, .psn = psn, .msn = v.aeth->syndrome_msn.get() & 0xffffff,
                       .id = pkt.id);
-            rc_got_ack(qp, psn);
+            got_ack(qp, psn);
             return;
         case kAethRnrNak:
-            rc_got_rnr_nak(qp, psn, syndrome & 0x1f);
+            got_rnr_nak(qp, psn, syndrome & 0x1f);
             return;
         case kAethNak:
-            rc_got_nak(qp, psn, syndrome & 0x1f);
+            got_nak(qp, psn, syndrome & 0x1f);
             return;
         default:
             return;
@@ -367,9 +330,9 @@ void QpTable::rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
                 return;
             }
             if (op == iba::kAtomicAck) {
-                rc_got_atomic_ack(qp, w, v);
+                got_atomic_ack(qp, w, v);
             } else {
-                rc_got_read_response(qp, w, pkt, v);
+                got_read_response(qp, w, pkt, v);
             }
             return;
         }

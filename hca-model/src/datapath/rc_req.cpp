@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/common.h"
+#include "datapath/rc_req.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -62,7 +64,7 @@ const char *req_state_name(ReqState s) {
 }
 
 // Does the requester wait for answers, so that the local ACK timer runs?
-bool QpTable::rc_req_waits(const Qp &qp) const {
+bool RcRequester::waits(const Qp &qp) const {
     const ReqState s = qp.rc.req;
     return s == ReqState::Sending || s == ReqState::WaitAck || s == ReqState::Blocked;
 }
@@ -71,7 +73,7 @@ bool QpTable::rc_req_waits(const Qp &qp) const {
 // timer that belonged to it. The routine cycle of a message (idle,
 // sending, waiting for its ACK) is not traced, the WQE and packet lines
 // show it; every other transition comes with a reason and is.
-void QpTable::rc_req_enter(Qp &qp, ReqState to, const char *why) {
+void RcRequester::enter(Qp &qp, ReqState to, const char *why) {
     const ReqState from = qp.rc.req;
     if (from == to) {
         return;
@@ -81,7 +83,7 @@ void QpTable::rc_req_enter(Qp &qp, ReqState to, const char *why) {
         dev_.cancel_timer(qp.rc.rnr_timer);
         qp.rc.rnr_timer = 0;
     }
-    if (!rc_req_waits(qp) && qp.rc.ack_timer) {
+    if (!waits(qp) && qp.rc.ack_timer) {
         dev_.cancel_timer(qp.rc.ack_timer);
         qp.rc.ack_timer = 0;
     }
@@ -91,54 +93,9 @@ void QpTable::rc_req_enter(Qp &qp, ReqState to, const char *why) {
     }
 }
 
-uint32_t QpTable::rc_mtu(const Qp &qp) {
-    const uint8_t port_mtu = dev_.port(qp.path.port).neighbor_mtu();
-    return 128u << std::clamp<uint8_t>(std::min<uint8_t>(qp.mtu ? qp.mtu : 1, port_mtu), 1, 5);
-}
-
-uint8_t *QpTable::rc_begin(Qp &qp, Packet &pkt, uint8_t opcode, uint32_t psn, bool ack_req, bool se,
-                           std::span<const uint8_t> ext, size_t payload_len, uint32_t dqpn) {
-    // A responder's packet goes after the ACK the QP owes (rc_owe_ack).
-    const uint8_t op = opcode & 0x1f;
-    if (qp.rc.ack_owed && op >= iba::kReadRespFirst && op <= iba::kAtomicAck) {
-        rc_pay_ack(qp);
-    }
-    Port &port = dev_.port(qp.path.port);
-    iba::PacketSpec s;
-    s.sl = qp.path.sl;
-    s.vl = port.sl2vl(s.sl);
-    s.dlid = qp.path.rlid;
-    s.slid = static_cast<uint16_t>(port.lid() | (qp.path.mlid & ((1u << port.lmc()) - 1)));
-    s.grh = qp.path.grh;
-    if (s.grh) {
-        s.tclass = qp.path.tclass;
-        s.flow_label = qp.path.flow_label;
-        s.hop_limit = qp.path.hop_limit;
-        s.sgid = port.gid(qp.path.src_addr_index);
-        s.dgid = qp.path.rgid;
-    }
-    s.opcode = opcode;
-    s.se = se;
-    s.pkey = port.pkey(qp.path.pkey_index);
-    s.dqpn = dqpn;
-    s.ack_req = ack_req;
-    s.psn = psn & 0xffffff;
-    return iba::build_headers(pkt.bytes, s, ext, payload_len);
-}
-
-void QpTable::rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
-                          std::span<const uint8_t> payload, uint32_t dqpn) {
-    Packet pkt = dev_.new_packet();
-    uint8_t *at = rc_begin(qp, pkt, opcode, psn, ack_req, se, ext, payload.size(), dqpn);
-    if (!payload.empty()) {
-        std::memcpy(at, payload.data(), payload.size());
-    }
-    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
-}
-
 // Is the opcode one a QP of this transport may post? (Masked atomics are
 // not advertised: atomic_operations = CAS | FAA.)
-bool QpTable::rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd) {
+bool RcRequester::opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd) {
     switch (sw.opcode) {
     case kWqeSend: case kWqeSendImm: case kWqeRdmaWrite: case kWqeRdmaWriteImm:
         return true;
@@ -163,7 +120,7 @@ bool QpTable::rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd) {
 // The transport segments between the control segment and the data: [XRC]
 // [remote address] [atomic]. Returns the offset of the data segments, 0 if
 // the WQE is too short for them.
-size_t QpTable::rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
+size_t RcRequester::parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
     size_t off = sizeof(CtrlSeg);
     auto take = [&](void *dst, size_t n) {
         if (off + n > sw.bytes.size()) {
@@ -204,21 +161,21 @@ size_t QpTable::rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
 
 // An RC/UC/XRC send WQE as the requester keeps it (hw/wr.c
 // mlx5_ib_post_send(), libmlx5 qp.c).
-bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
+bool RcRequester::parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
     w.index = sw.index;
     w.opcode = sw.opcode;
     w.signaled = sw.signaled;
     w.solicited = sw.solicited;
     w.imm = sw.imm;
-    if (!rc_opcode_ok(qp, sw, synd)) {
+    if (!opcode_ok(qp, sw, synd)) {
         return false;
     }
-    const size_t off = rc_parse_ext(qp, sw, w);
+    const size_t off = parse_ext(qp, sw, w);
     if (off == 0) {
         synd = kSyndLocalQpOp;
         return false;
     }
-    if (!parse_data_segs(qp, sw.bytes.subspan(off), w.data, synd)) {
+    if (!parse_data_segs(dev_, qp, sw.bytes.subspan(off), w.data, synd)) {
         return false;
     }
     if (!w.data.inline_data.empty() && (w.is_read() || w.is_atomic())) {
@@ -240,7 +197,7 @@ bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
         }
         w.npkts = 1;
     } else {
-        const uint32_t mtu = rc_mtu(qp);
+        const uint32_t mtu = rc_mtu(dev_, qp);
         w.npkts = std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
     }
     HCA_TRACE(dev_, wqe_remote, .op = wqe_opcode_name(w.opcode), .qpn = qp.qpn, .index = w.index, .len = w.length,
@@ -252,14 +209,9 @@ bool QpTable::rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
 // the rest of a READ from packet k on (IBA 9.4.4: a retried read may start
 // in the middle), or the atomic request. Returns the PSNs it covered, 0 if
 // gathering the payload failed (synd says why).
-uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
-    struct WqeContext {
-        int32_t &slot;
-        ~WqeContext() { slot = -1; }
-    } ctx{tx_wqe_};
-    tx_wqe_ = w.index;
+uint32_t RcRequester::send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const uint8_t t = transport_of(qp.st);
-    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t mtu = rc_mtu(dev_, qp);
     uint8_t ext[4 + 16 + 28 + 4];
     size_t n = 0;
     if (qp.st == kQpXrc) {
@@ -273,7 +225,8 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
         store_be32(ext + n + 12, w.length - std::min(off, w.length));
         n += 16;
         w.next_resp_psn = (w.first_psn + k) & 0xffffff;
-        rc_transmit(qp, t | iba::kReadRequest, w.first_psn + k, true, false, {ext, n}, {}, qp.remote_qpn);
+        rc_transmit(dev_, qp, t | iba::kReadRequest, w.first_psn + k, true, false, {ext, n}, {}, qp.remote_qpn,
+                    w.index);
         return w.npkts - k;
     }
     if (w.is_atomic()) {
@@ -284,7 +237,7 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
         n += 28;
         const uint8_t op = w.opcode == kWqeAtomicCs || w.opcode == kWqeAtomicMaskedCs ? iba::kCompareSwap
                                                                                        : iba::kFetchAdd;
-        rc_transmit(qp, t | op, w.first_psn, true, false, {ext, n}, {}, qp.remote_qpn);
+        rc_transmit(dev_, qp, t | op, w.first_psn, true, false, {ext, n}, {}, qp.remote_qpn, w.index);
         return 1;
     }
     const bool write = w.opcode == kWqeRdmaWrite || w.opcode == kWqeRdmaWriteImm;
@@ -321,13 +274,13 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const bool ack_req = t != iba::kUc && (last || (k % 16) == 15);
     // The payload is gathered straight into the packet.
     Packet pkt = dev_.new_packet();
-    uint8_t *at = rc_begin(qp, pkt, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, len,
-                           qp.remote_qpn);
-    if (!gather(qp, w.index, w.data, off, len, at, synd)) {
+    uint8_t *at =
+        rc_headers(dev_, qp, pkt, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, len, qp.remote_qpn);
+    if (!gather(dev_, qp, w.index, w.data, off, len, at, chunks_, synd)) {
         dev_.recycle(std::move(pkt));
         return 0;
     }
-    dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
+    dev_.transmit(std::move(pkt), qp.qpn, w.index);
     return 1;
 }
 
@@ -335,7 +288,7 @@ uint32_t QpTable::rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
 // messages and go-back-N retransmissions), one packet per unit of the run
 // budget. False if the budget ran out first (the QP is deferred and goes
 // on where it stopped) or the QP failed.
-bool QpTable::rc_pump(Qp &qp) {
+bool RcRequester::pump(Qp &qp) {
     if (qp.rc.req == ReqState::RnrWait) {
         return false;  // the RNR timer sends again
     }
@@ -352,32 +305,32 @@ bool QpTable::rc_pump(Qp &qp) {
         if (psn_diff(it->first_psn, qp.rc.tx_psn) > 0) {
             qp.rc.tx_psn = it->first_psn;
         }
-        if (!may_work()) {
-            defer(qp);
+        if (!qps_.sq().may_work()) {
+            qps_.sq().defer(qp);
             return false;
         }
-        spend();
+        qps_.sq().spend();
         uint8_t synd = 0;
         const uint32_t k = static_cast<uint32_t>(psn_diff(qp.rc.tx_psn, it->first_psn));
-        const uint32_t covered = rc_send_packet(qp, *it, k, synd);
+        const uint32_t covered = send_packet(qp, *it, k, synd);
         if (!covered) {
             const RcWqe w = std::move(*it);
             pend.erase(it);
-            req_err_cqe(qp, w.index, w.opcode, synd);
-            to_error(qp, "send gather failed");
+            req_err_cqe(dev_, qp, w.index, w.opcode, synd, pkt_);
+            qps_.to_error(qp, "send gather failed");
             return false;
         }
         qp.rc.tx_psn = (qp.rc.tx_psn + covered) & 0xffffff;
         if (qp.st == kQpUc && k + covered == it->npkts) {
             it->acked = true;  // unreliable: complete once sent
-            rc_complete(qp);
+            complete(qp);
         }
     }
     if (qp.state != QpState::Rts) {
         return false;
     }
     if (qp.rc.req == ReqState::Sending) {
-        rc_req_enter(qp, pend.empty() ? ReqState::Idle : ReqState::WaitAck);
+        enter(qp, pend.empty() ? ReqState::Idle : ReqState::WaitAck);
     }
     return true;
 }
@@ -385,7 +338,7 @@ bool QpTable::rc_pump(Qp &qp) {
 // IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic, and a
 // read or atomic waits for a read credit (the initiator depth). The send
 // queue goes on when a completion frees what it waits for.
-bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
+bool RcRequester::must_wait(Qp &qp, const SqWqe &sw) {
     const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
                         sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
     uint32_t reads = 0;
@@ -397,24 +350,24 @@ bool QpTable::rc_must_wait(Qp &qp, const SqWqe &sw) {
     const bool fence_waits = reads && fenced;
     if (!fence_waits && !(wqe_reads_remote(sw.opcode) && reads >= 1u << qp.log_sra_max)) {
         if (qp.rc.req == ReqState::Blocked) {
-            rc_req_enter(qp, qp.rc.pending.empty() ? ReqState::Idle : ReqState::WaitAck,
-                         "the reads it waited for are answered");
+            enter(qp, qp.rc.pending.empty() ? ReqState::Idle : ReqState::WaitAck,
+                  "the reads it waited for are answered");
         }
         return false;
     }
-    rc_req_enter(qp, ReqState::Blocked,
-                 fence_waits ? "a fenced WQE waits for reads and atomics" : "a read or atomic waits for a read credit");
+    enter(qp, ReqState::Blocked,
+          fence_waits ? "a fenced WQE waits for reads and atomics" : "a read or atomic waits for a read credit");
     HCA_TRACE(dev_, wqe_blocked, .qpn = qp.qpn, .index = sw.index, .fence = sw.fence, .reads_outstanding = reads);
     return true;
 }
 
 // A new message: its PSNs, its place among the outstanding ones, and its
 // first packets (as far as the run budget goes).
-bool QpTable::rc_start(Qp &qp, const SqWqe &sw) {
+bool RcRequester::start(Qp &qp, const SqWqe &sw) {
     RcWqe w;
     uint8_t synd = 0;
-    if (!rc_parse_wqe(qp, sw, w, synd)) {
-        return fail_wqe(qp, sw, synd, "bad send WQE");
+    if (!parse_wqe(qp, sw, w, synd)) {
+        return qps_.sq().fail_wqe(qp, sw, synd, "bad send WQE");
     }
     w.first_psn = qp.next_send_psn;
     qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
@@ -423,9 +376,9 @@ bool QpTable::rc_start(Qp &qp, const SqWqe &sw) {
         qp.rc.una = w.first_psn;
     }
     qp.rc.pending.push_back(std::move(w));
-    rc_req_enter(qp, ReqState::Sending);
-    rc_arm_ack_timer(qp);
-    return rc_pump(qp);  // false: the rest of this message goes out in later turns
+    enter(qp, ReqState::Sending);
+    arm_ack_timer(qp);
+    return pump(qp);  // false: the rest of this message goes out in later turns
 }
 
 }  // namespace hca

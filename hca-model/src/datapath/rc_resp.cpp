@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/common.h"
+#include "datapath/rc_resp.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -73,7 +75,7 @@ const RcState::ReadReq *find_read(const RcState &rc, unsigned window, uint32_t p
 // it arrived with; a newer one in the same batch replaces it. Anything
 // else the responder of the QP sends (another ACK, a NAK, a read response,
 // an atomic ACK) pays it first, so acknowledgements leave in PSN order.
-void QpTable::rc_owe_ack(Qp &qp, uint32_t psn) {
+void RcResponder::owe_ack(Qp &qp, uint32_t psn) {
     if (!qp.rc.ack_owed) {
         qp.rc.ack_owed = true;
         acks_owed_.push_back(qp.qpn);
@@ -81,22 +83,22 @@ void QpTable::rc_owe_ack(Qp &qp, uint32_t psn) {
     qp.rc.ack_owed_psn = psn;
 }
 
-void QpTable::rc_pay_ack(Qp &qp) {
+void RcResponder::pay_ack(Qp &qp) {
     if (qp.rc.ack_owed) {
         qp.rc.ack_owed = false;
-        rc_ack(qp, qp.rc.ack_owed_psn, kAethAck | kAckCreditInvalid);
+        ack(qp, qp.rc.ack_owed_psn, kAethAck | kAckCreditInvalid);
     }
 }
 
-void QpTable::pay_acks() {
+void RcResponder::pay_acks() {
     for (const uint32_t qpn : acks_owed_) {
-        Qp *qp = find(qpn);
+        Qp *qp = qps_.find(qpn);
         if (!qp || !qp->rc.ack_owed) {
             continue;  // destroyed, reset, or paid meanwhile
         }
         if (qp->state == QpState::Rtr || qp->state == QpState::Rts || qp->state == QpState::Sqd ||
             qp->state == QpState::Sqer) {
-            rc_pay_ack(*qp);
+            pay_ack(*qp);
         } else {
             qp->rc.ack_owed = false;  // moved to error: no more acknowledgements
         }
@@ -104,8 +106,8 @@ void QpTable::pay_acks() {
     acks_owed_.clear();
 }
 
-void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
-    rc_pay_ack(qp);
+void RcResponder::ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
+    pay_ack(qp);
     uint8_t aeth[4];
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
     const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
@@ -117,7 +119,7 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     } else {
         HCA_TRACE(dev_, pkt_nak_out, qp.qpn, psn, syndrome, qp.rc.msn);
     }
-    rc_transmit(qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
+    rc_transmit(dev_, qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
 }
 
 // Responder-side fatal error: NAK the requester, complete the receive WQE in
@@ -125,9 +127,9 @@ void QpTable::rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
 // error that no receive completion reports (RDMA READ/WRITE, atomics) is an
 // affiliated asynchronous error instead (IBA 11.6.3): Invalid Request or
 // Local Access Violation Work Queue Error.
-void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why) {
+void RcResponder::fail(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why) {
     if (qp.st != kQpUc) {
-        rc_ack(qp, psn, kAethNak | nak);
+        ack(qp, psn, kAethNak | nak);
     }
     if (nak == kNakRemoteAccess || nak == kNakInvalidRequest) {
         dev_.qcounters.add(qp.counter_set, nak == kNakRemoteAccess ? QCounter::RespRemoteAccessErrors
@@ -136,17 +138,17 @@ void QpTable::rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd,
     const auto &r = qp.rc.recv;
     const bool completed = qp.rc.resp == RespState::InSend && cqe_synd;
     if (completed) {
-        resp_err_cqe(qp, r.cqn, r.index, r.srq ? r.srqn : 0, cqe_synd);
+        resp_err_cqe(dev_, qp, r.cqn, r.index, r.srq ? r.srqn : 0, cqe_synd, pkt_);
     }
-    rc_resp_enter(qp, RespState::Idle, why);
-    to_error(qp, why);
+    enter(qp, RespState::Idle, why);
+    qps_.to_error(qp, why);
     if (!completed && qp.st != kQpUc && (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
         dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, EqeData::qp(qp.qpn));
     }
 }
 
 // Takes the receive WQE for a new SEND (or WRITE with immediate).
-bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
+bool RcResponder::take_recv(Qp &qp, const iba::PacketView &v) {
     auto &r = qp.rc.recv;
     r = {};
     uint64_t addr;
@@ -167,10 +169,10 @@ bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
         index = *i;
         addr = dev_.srqs.wqe_addr(*srq, index, sizeof(SrqNextSeg));
         stride = srq->stride - static_cast<uint32_t>(sizeof(SrqNextSeg));
-    } else if (!next_recv_wqe(qp, addr, stride, index, srq)) {
+    } else if (!qps_.receiver().next_recv_wqe(qp, addr, stride, index, srq)) {
         return false;
     }
-    if (!read_recv_sges(addr, stride, r.sges)) {
+    if (!qps_.receiver().read_recv_sges(addr, stride, r.sges)) {
         return false;
     }
     r.index = index;
@@ -181,7 +183,7 @@ bool QpTable::rc_take_recv(Qp &qp, const iba::PacketView &v) {
     return true;
 }
 
-void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm) {
+void RcResponder::recv_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm) {
     auto &r = qp.rc.recv;
     Cqe64 cqe{};
     cqe.slid.set(v.slid());
@@ -198,7 +200,7 @@ void QpTable::rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint
                       : opcode == kCqeRespSendImm ? "RESP_SEND_IMM"
                       : opcode == kCqeRespWrImm   ? "RESP_WR_IMM"
                                                   : "RESP_SEND_INV",
-              .wqe_counter = r.index, .byte_cnt = byte_cnt, .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
+              .wqe_counter = r.index, .byte_cnt = byte_cnt, .pkt = trace_opt(pkt_ != 0, pkt_));
     dev_.cqs.post(r.cqn, cqe, v.se());
 }
 
@@ -213,7 +215,7 @@ const char *resp_state_name(RespState s) {
 
 // The one place the responder's message state changes. A message that ends
 // early (why: an error, a UC gap or sequence error) is traced.
-void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
+void RcResponder::enter(Qp &qp, RespState to, const char *why) {
     const RespState from = qp.rc.resp;
     qp.rc.resp = to;
     if (why && from != to) {
@@ -224,7 +226,7 @@ void QpTable::rc_resp_enter(Qp &qp, RespState to, const char *why) {
 
 // IBA 9.6: may this QP take the packet at all (state, transport, P_Key,
 // source)? Others are dropped without an answer.
-bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+bool RcResponder::accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!qp.receives()) {
         HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .state = qp_state_name(qp.state),
                   .reason = "the QP does not take packets in this state");
@@ -244,13 +246,13 @@ bool QpTable::rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &
 
 // IBA 9.7.5.1: is this the request the responder expects next? Duplicates
 // are answered, a gap is NAKed once (RC) or aborts the message (UC).
-bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
+bool RcResponder::check_psn(Qp &qp, const iba::PacketView &v) {
     const uint32_t psn = v.psn();
     const int32_t diff = psn_diff(psn, qp.rc.epsn);
     if (diff < 0) {
         if (qp.st != kQpUc) {
             dev_.qcounters.add(qp.counter_set, QCounter::DuplicateRequest);
-            rc_duplicate(qp, v);
+            on_duplicate(qp, v);
         }
         return false;
     }
@@ -260,12 +262,12 @@ bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
             // IBA 9.7.5.1.3: out of sequence; one NAK until the gap is filled.
             if (!qp.rc.nak_sent) {
                 qp.rc.nak_sent = true;
-                rc_ack(qp, qp.rc.epsn, kAethNak | kNakPsnSeq);
+                ack(qp, qp.rc.epsn, kAethNak | kNakPsnSeq);
             }
             return false;
         }
         // UC: a lost packet aborts the message in progress.
-        rc_resp_enter(qp, RespState::Idle, "UC: PSN gap, message dropped");
+        enter(qp, RespState::Idle, "UC: PSN gap, message dropped");
         if (!is_first(v.opcode() & 0x1f)) {
             return false;
         }
@@ -277,16 +279,16 @@ bool QpTable::rc_resp_check_psn(Qp &qp, const iba::PacketView &v) {
 
 // IBA 9.8.3: a middle or last packet needs a message in progress, a first
 // one needs none.
-bool QpTable::rc_resp_check_seq(Qp &qp, const iba::PacketView &v) {
+bool RcResponder::check_seq(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const RespState s = qp.rc.resp;
     if ((is_send(op) && !is_first(op) && s != RespState::InSend) ||
         (is_write(op) && !is_first(op) && s != RespState::InWrite) || (is_first(op) && s != RespState::Idle)) {
         if (qp.st == kQpUc) {
-            rc_resp_enter(qp, RespState::Idle, "UC: opcode out of sequence, message dropped");
+            enter(qp, RespState::Idle, "UC: opcode out of sequence, message dropped");
             return false;
         }
-        rc_resp_error(qp, v.psn(), kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
+        fail(qp, v.psn(), kNakInvalidRequest, kSyndRemoteInvalReq, "opcode out of sequence");
         return false;
     }
     return true;
@@ -294,24 +296,24 @@ bool QpTable::rc_resp_check_seq(Qp &qp, const iba::PacketView &v) {
 
 // No receive WQE for a message: RC answers RNR NAK and the requester
 // retries (IBA 9.7.5.2.8); UC drops the message.
-void QpTable::rc_resp_rnr(Qp &qp, uint32_t psn) {
+void RcResponder::rnr(Qp &qp, uint32_t psn) {
     dev_.qcounters.add(qp.counter_set, QCounter::OutOfBuffer);
     if (qp.st != kQpUc) {
-        rc_ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+        ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
     }
 }
 
 // A SEND packet: scattered into the receive WQE the first packet took; the
 // last one completes it.
-bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
+bool RcResponder::on_send(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
     if (is_first(op)) {
-        if (!rc_take_recv(qp, v)) {
-            rc_resp_rnr(qp, psn);
+        if (!take_recv(qp, v)) {
+            rnr(qp, psn);
             return false;
         }
-        rc_resp_enter(qp, RespState::InSend);
+        enter(qp, RespState::InSend);
     }
     auto &r = qp.rc.recv;
     uint64_t cap = 0;
@@ -320,12 +322,12 @@ bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
     }
     if (r.offset + v.payload.size() > cap) {
         dev_.guest_error("qpn=0x{:x} SEND of more than the {}-byte receive WQE 0x{:x}", qp.qpn, cap, r.index);
-        rc_resp_error(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
+        fail(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
         return false;
     }
     uint8_t synd = 0;
-    if (!rc_scatter(qp, r.pd, r.sges, r.offset, v.payload, synd)) {
-        rc_resp_error(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
+    if (!scatter(dev_, qp, r.pd, r.sges, r.offset, v.payload, chunks_, synd)) {
+        fail(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
         return false;
     }
     r.offset += static_cast<uint32_t>(v.payload.size());
@@ -343,15 +345,15 @@ bool QpTable::rc_resp_send(Qp &qp, const iba::PacketView &v) {
         dev_.mkeys.invalidate(imm, r.pd, qp.qpn);
     }
     qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
-    rc_resp_cqe(qp, v, cqe_op, r.offset, imm);
-    rc_resp_enter(qp, RespState::Idle);
+    recv_cqe(qp, v, cqe_op, r.offset, imm);
+    enter(qp, RespState::Idle);
     return true;
 }
 
 // An RDMA WRITE packet: the first one checks the whole RETH range against
 // the rkey; every one lands at its offset; a last one with immediate takes
 // a receive WQE and completes it.
-bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
+bool RcResponder::on_write(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
     const bool uc = qp.st == kQpUc;
@@ -369,17 +371,17 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
             HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = w.rkey, .va = w.va, .len = w.len, .op = "write",
                       .reason = qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
             if (!uc) {
-                rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
+                fail(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
             }
             return false;
         }
-        rc_resp_enter(qp, RespState::InWrite);
+        enter(qp, RespState::InWrite);
     }
     if (w.offset + v.payload.size() > w.len) {
         if (!uc) {
-            rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
+            fail(qp, psn, kNakInvalidRequest, 0, "RDMA write longer than its RETH length");
         } else {
-            rc_resp_enter(qp, RespState::Idle, "UC: RDMA write longer than its RETH length, message dropped");
+            enter(qp, RespState::Idle, "UC: RDMA write longer than its RETH length, message dropped");
         }
         return false;
     }
@@ -397,26 +399,26 @@ bool QpTable::rc_resp_write(Qp &qp, const iba::PacketView &v) {
     if (op == iba::kWriteLastImm || op == iba::kWriteOnlyImm) {
         // The immediate consumes a receive WQE; without one the last
         // packet is refused and comes again.
-        if (!rc_take_recv(qp, v)) {
+        if (!take_recv(qp, v)) {
             if (uc) {
-                rc_resp_enter(qp, RespState::Idle, "UC: no receive WQE for the immediate, message dropped");
+                enter(qp, RespState::Idle, "UC: no receive WQE for the immediate, message dropped");
             } else {
                 w.offset -= static_cast<uint32_t>(v.payload.size());
             }
-            rc_resp_rnr(qp, psn);
+            rnr(qp, psn);
             return false;
         }
         qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
-        rc_resp_cqe(qp, v, kCqeRespWrImm, w.len, v.imm->get());
+        recv_cqe(qp, v, kCqeRespWrImm, w.len, v.imm->get());
     } else {
         qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
     }
-    rc_resp_enter(qp, RespState::Idle);
+    enter(qp, RespState::Idle);
     return true;
 }
 
 // A new request (in sequence, not a duplicate) for the Q counters.
-void QpTable::count_request(Qp &qp, uint8_t op) {
+void RcResponder::count_request(Qp &qp, uint8_t op) {
     if (op == iba::kReadRequest) {
         dev_.qcounters.add(qp.counter_set, QCounter::RxReadRequests);
     } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
@@ -428,24 +430,25 @@ void QpTable::count_request(Qp &qp, uint8_t op) {
 
 // The responder (IBA 9.7.5): checks, then the request's operation, then
 // the expected PSN moves on and the requester gets its ACK if it asked.
-void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
-    if (!rc_resp_accepts(qp, pkt, v) || !rc_resp_check_psn(qp, v) || !rc_resp_check_seq(qp, v)) {
+void RcResponder::rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+    const PacketScope scope(pkt_, pkt.id);
+    if (!accepts(qp, pkt, v) || !check_psn(qp, v) || !check_seq(qp, v)) {
         return;
     }
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
     count_request(qp, op);
     if (op == iba::kReadRequest) {
-        rc_read_response(qp, v, true);  // moves the expected PSN past the response
+        on_read(qp, v, true);  // moves the expected PSN past the response
         return;
     }
     bool done = false;
     if (is_send(op)) {
-        done = rc_resp_send(qp, v);
+        done = on_send(qp, v);
     } else if (is_write(op)) {
-        done = rc_resp_write(qp, v);
+        done = on_write(qp, v);
     } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
-        done = rc_atomic(qp, v);  // answers with its own ATOMIC ACK
+        done = on_atomic(qp, v);  // answers with its own ATOMIC ACK
         if (done) {
             qp.rc.epsn = (psn + 1) & 0xffffff;
         }
@@ -459,40 +462,41 @@ void QpTable::rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &
     }
     qp.rc.epsn = (psn + 1) & 0xffffff;
     if (qp.st != kQpUc && v.ack_req()) {
-        rc_owe_ack(qp, psn);
+        owe_ack(qp, psn);
     }
 }
 
 // IBA 9.7.5.1.1: a duplicate request. Re-acknowledge; replay reads (within
 // the responder resources) and atomics.
-void QpTable::rc_duplicate(Qp &qp, const iba::PacketView &v) {
+void RcResponder::on_duplicate(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
     HCA_TRACE(dev_, pkt_duplicate, .qpn = qp.qpn, .psn = psn, .expected = qp.rc.epsn,
               .op = iba::opcode_name(v.opcode()));
     if (op == iba::kReadRequest) {
-        rc_read_response(qp, v, false);
+        on_read(qp, v, false);
     } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
         auto it = qp.rc.atomic_replay.find(psn);
         if (it != qp.rc.atomic_replay.end()) {
             uint8_t ext[12];
             store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
             store_be64(ext + 4, it->second);
-            rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+            pay_ack(qp);  // acknowledgements leave in PSN order
+            rc_transmit(dev_, qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
         }
     } else if (v.ack_req()) {
-        rc_ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
+        ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
     }
 }
 
 // RDMA READ: validate, then answer with response packets carrying the data
 // (fresh requests advance the expected PSN; duplicates are replayed).
-bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
+bool RcResponder::on_read(Qp &qp, const iba::PacketView &v, bool fresh) {
     const uint32_t psn = v.psn();
     const uint64_t va = v.reth->va.get();
     const uint32_t rkey = v.reth->rkey.get();
     const uint32_t len = v.reth->dma_len.get();
-    const uint32_t mtu = rc_mtu(qp);
+    const uint32_t mtu = rc_mtu(dev_, qp);
     const uint32_t npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (uint64_t{len} + mtu - 1) / mtu));
     if (!fresh) {
         // A duplicate is answered only within the responder resources, and
@@ -508,7 +512,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         }
     }
     if (len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
-        rc_resp_error(qp, psn, kNakInvalidRequest, 0, "RDMA read longer than the maximum message");
+        fail(qp, psn, kNakInvalidRequest, 0, "RDMA read longer than the maximum message");
         return false;
     }
     std::vector<DmaChunk> &chunks = read_chunks_;
@@ -518,7 +522,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
     if (e != XlatError::None) {
         HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = rkey, .va = va, .len = len, .op = "read",
                   .reason = qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
-        rc_resp_error(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
+        fail(qp, psn, kNakRemoteAccess, 0, "RDMA read access violation");
         return false;
     }
     if (fresh) {
@@ -527,6 +531,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         record_read(qp.rc, psn, npkts);
     }
     const uint8_t t = transport_of(qp.st) == iba::kXrc ? iba::kXrc : iba::kRc;
+    pay_ack(qp);  // acknowledgements leave in PSN order
     size_t chunk = 0;
     uint32_t chunk_off = 0;
     for (uint32_t k = 0; k < npkts; ++k) {
@@ -543,14 +548,14 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
         // The n bytes of this response, read from the translated chunks
         // straight into the packet.
         Packet pkt = dev_.new_packet();
-        uint8_t *data = rc_begin(qp, pkt, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, n,
-                                 qp.remote_qpn);
+        uint8_t *data =
+            rc_headers(dev_, qp, pkt, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, n, qp.remote_qpn);
         uint32_t got = 0;
         while (got < n && chunk < chunks.size()) {
             const uint32_t m = std::min(n - got, chunks[chunk].len - chunk_off);
             if (!dev_.dma_read(chunks[chunk].addr + chunk_off, data + got, m)) {
                 dev_.recycle(std::move(pkt));
-                rc_resp_error(qp, psn, kNakRemoteOp, 0, "read source not guest memory");
+                fail(qp, psn, kNakRemoteOp, 0, "read source not guest memory");
                 return false;
             }
             got += m;
@@ -560,7 +565,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
                 chunk_off = 0;
             }
         }
-        dev_.transmit(std::move(pkt), qp.qpn, tx_wqe_);
+        dev_.transmit(std::move(pkt), qp.qpn, -1);
     }
     return true;
 }
@@ -568,7 +573,7 @@ bool QpTable::rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh) {
 // The protection domain RDMA and atomic requests are checked against: the
 // QP's, or for an XRC target QP (which has none of its own) the PD of the
 // XRC SRQ the request names.
-uint32_t QpTable::rdma_pd(const Qp &qp, const iba::PacketView &v) {
+uint32_t RcResponder::rdma_pd(const Qp &qp, const iba::PacketView &v) {
     if (qp.st != kQpXrc) {
         return qp.pd;
     }
@@ -582,7 +587,7 @@ uint32_t QpTable::rdma_pd(const Qp &qp, const iba::PacketView &v) {
 // Atomics on 8 naturally aligned bytes, in the responder's (host) byte
 // order (atomic_req_8B_endianness_mode = host), with the result kept for
 // duplicate requests.
-bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
+bool RcResponder::on_atomic(Qp &qp, const iba::PacketView &v) {
     const uint32_t psn = v.psn();
     const uint64_t va = v.atomic->va.get();
     const uint32_t rkey = v.atomic->rkey.get();
@@ -596,13 +601,12 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
                   .reason = !qp.rae    ? "atomics not enabled on the QP"
                             : (va & 7) ? "not 8-byte aligned"
                                        : xlat_error_name(e));
-        rc_resp_error(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0,
-                      "atomic access violation");
+        fail(qp, psn, (va & 7) && qp.rae ? kNakInvalidRequest : kNakRemoteAccess, 0, "atomic access violation");
         return false;
     }
     uint64_t orig = 0;
     if (!dev_.dma_read(chunks[0].addr, &orig, 8)) {
-        rc_resp_error(qp, psn, kNakRemoteOp, 0, "atomic target not guest memory");
+        fail(qp, psn, kNakRemoteOp, 0, "atomic target not guest memory");
         return false;
     }
     uint64_t value = orig;
@@ -622,7 +626,8 @@ bool QpTable::rc_atomic(Qp &qp, const iba::PacketView &v) {
     uint8_t ext[12];
     store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
     store_be64(ext + 4, orig);
-    rc_transmit(qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+    pay_ack(qp);  // acknowledgements leave in PSN order
+    rc_transmit(dev_, qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
     return true;
 }
 

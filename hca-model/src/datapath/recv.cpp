@@ -7,18 +7,14 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/common.h"
 #include "datapath/ipoib_offload.h"
 #include "device.h"
 #include "objects/qp.h"
 
 namespace hca {
 
-void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
-    struct PktContext {
-        uint64_t &slot;
-        ~PktContext() { slot = 0; }
-    } ctx{rx_pkt_};
-    rx_pkt_ = pkt.id;
+void Receiver::receive(const Packet &pkt, const iba::PacketView &v) {
     const uint32_t dqpn = v.dqpn();
     const bool ud = (v.opcode() & 0xe0) == iba::kUd;
     if (dqpn == iba::kMulticastQpn) {
@@ -26,15 +22,15 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
             dev_.port(1).counters().rcv_errors++;
             return;
         }
-        auto it = mcgs_.find(v.grh->dgid);
-        if (it == mcgs_.end()) {
+        auto it = qps_.mcgs().find(v.grh->dgid);
+        if (it == qps_.mcgs().end()) {
             HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .dgid = v.grh->dgid,
                       .reason = "no QP attached to the multicast group");
             return;
         }
         const std::set<uint32_t> members = it->second;  // a receive may not change the group
         for (uint32_t qpn : members) {
-            if (Qp *qp = find(qpn)) {
+            if (Qp *qp = qps_.find(qpn)) {
                 receive_ud(*qp, pkt, v);
             }
         }
@@ -42,11 +38,11 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
     }
     Qp *qp = nullptr;
     if (dqpn == 0) {
-        qp = v.vl() == 15 ? special_qp(kQpQp0) : nullptr;
+        qp = v.vl() == 15 ? qps_.special_qp(kQpQp0) : nullptr;
     } else if (dqpn == 1) {
-        qp = special_qp(kQpQp1);
+        qp = qps_.special_qp(kQpQp1);
     } else {
-        qp = find(dqpn);
+        qp = qps_.find(dqpn);
     }
     if (!qp) {
         HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = dqpn, .reason = "no such QP");
@@ -61,9 +57,9 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
         const bool response = op == iba::kAck || op == iba::kAtomicAck ||
                               (op >= iba::kReadRespFirst && op <= iba::kReadRespOnly);
         if (response) {
-            rc_requester_rx(*qp, pkt, v);
+            qps_.requester().rx(*qp, pkt, v);
         } else {
-            rc_responder_rx(*qp, pkt, v);
+            qps_.responder().rx(*qp, pkt, v);
         }
         return;
     }
@@ -74,7 +70,7 @@ void QpTable::receive(const Packet &pkt, const iba::PacketView &v) {
     receive_ud(*qp, pkt, v);
 }
 
-bool QpTable::next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq) {
+bool Receiver::next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq) {
     srq = nullptr;
     if (qp.rq_type == kRqSrq) {
         srq = dev_.srqs.find(qp.srqn);
@@ -114,7 +110,7 @@ bool QpTable::next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &
 
 // May this UD, QP0 or QP1 take the packet (state, Q_Key, P_Key)? Others
 // are dropped and counted.
-bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+bool Receiver::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     Port &port = dev_.port(qp.path.port);
     if (!qp.receives()) {
         ++qp.dropped;
@@ -141,7 +137,7 @@ bool QpTable::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
 
 // The scatter entries of the receive WQE at addr: until the
 // MLX5_INVALID_LKEY terminator or the stride. False if it is not guest memory.
-bool QpTable::read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out) {
+bool Receiver::read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out) {
     out.clear();
     rx_segs_.resize(stride / sizeof(DataSeg));
     if (!rx_segs_.empty() && !dev_.dma_read(addr, rx_segs_.data(), rx_segs_.size() * sizeof(DataSeg))) {
@@ -161,7 +157,7 @@ bool QpTable::read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out) {
 // Writes a datagram into the receive WQE's scatter list: the first 40
 // bytes receive the GRH (or stay untouched without one), then the payload
 // (IBA 11.4.1.1). Returns 0 or the error CQE's syndrome.
-uint8_t QpTable::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::PacketView &v) {
+uint8_t Receiver::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::PacketView &v) {
     const size_t need = 40 + v.payload.size();
     size_t done = 0;
     for (const Sge &sge : ud_sges_) {
@@ -202,23 +198,7 @@ uint8_t QpTable::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::Pack
     return 0;
 }
 
-// A receive WQE that could not take its message: its error CQE.
-void QpTable::resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, uint8_t synd) {
-    ErrCqe e{};
-    e.syndrome = synd;
-    e.vendor_err_synd = cqe_vendor_syndrome(synd, false);
-    e.s_wqe_opcode_qpn.set(qp.qpn);
-    e.wqe_counter.set(index);
-    e.srqn.set(srqn);
-    e.op_own = kCqeRespErr << 4;
-    HCA_TRACE(dev_, cqe_cqe, .cqn = cqn, .qpn = qp.qpn, .kind = "RESP_ERR", .wqe_counter = index,
-              .syndrome = TraceNamed{cqe_syndrome_name(synd), synd}, .vendor = e.vendor_err_synd,
-              .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
-    dev_.cqs.post(cqn, reinterpret_cast<Cqe64 &>(e), true);
-    dev_.qcounters.add_error_cqe(qp.counter_set, false, synd);
-}
-
-void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
+void Receiver::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (!ud_accepts(qp, pkt, v)) {
         return;
     }
@@ -233,12 +213,12 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         return;
     }
     if (!read_recv_sges(wqe, stride, ud_sges_)) {
-        to_error(qp, "receive WQE not readable");
+        qps_.to_error(qp, "receive WQE not readable");
         return;
     }
     const uint32_t srqn = srq ? srq->srqn : 0;
     if (const uint8_t synd = ud_scatter(qp, srq ? srq->pd : qp.pd, index, v)) {
-        resp_err_cqe(qp, qp.cqn_rcv, index, srqn, synd);
+        resp_err_cqe(dev_, qp, qp.cqn_rcv, index, srqn, synd, pkt.id);
         ++qp.dropped;
         return;
     }
@@ -267,7 +247,7 @@ void QpTable::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_rcv, .qpn = qp.qpn, .kind = imm ? "RESP_SEND_IMM" : "RESP_SEND",
               .wqe_counter = index, .byte_cnt = byte_cnt, .slid = v.slid(), .src_qp = v.deth->sqpn.get() & 0xffffff,
               .sl = v.sl(), .grh = v.grh != nullptr, .hds_ip_ext = cqe.hds_ip_ext,
-              .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
+              .pkt = trace_opt(pkt.id != 0, pkt.id));
     dev_.cqs.post(qp.cqn_rcv, cqe, v.se());
 }
 

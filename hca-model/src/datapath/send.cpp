@@ -6,11 +6,24 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/common.h"
 #include "datapath/ipoib_offload.h"
 #include "device.h"
 #include "objects/qp.h"
 
 namespace hca {
+
+void SendQueue::reset() {
+    bf_.clear();
+    bf_last_half_.clear();
+    pending_.clear();
+    pending_half_.valid = false;
+}
+
+void SendQueue::forget_uar(uint32_t uar) {
+    std::erase_if(bf_, [uar](const auto &kv) { return kv.first >> 4 == uar; });
+    std::erase_if(bf_last_half_, [uar](const auto &kv) { return kv.first >> 3 == uar; });
+}
 
 // Writes at UAR +0x800.. (hw/mlx5 mlx5r_ring_db(), libmlx5 post_send_db()
 // and mlx5_bf_copy(), mem.c post_send_nop()). The first 8 bytes of a
@@ -20,7 +33,7 @@ namespace hca {
 // arrived the WQE is executed from them instead of being fetched. Writes
 // are only recorded here; the send queues run once the batch of doorbells
 // has been taken in (process_pending()).
-void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size) {
+void SendQueue::doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size) {
     const uint32_t rel = offset - UarTable::kBfRegion;
     const uint32_t in_buf = rel % kBfBufSize;
     const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
@@ -58,7 +71,7 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
     std::memcpy(cap.bytes.data() + in_buf, data, size);
     cap.got = in_buf + size;
     if (cap.got == cap.expected) {
-        Qp *qp = find(cap.qpn);
+        Qp *qp = qps_.find(cap.qpn);
         if (qp && !qp->no_sq && static_cast<uint16_t>(cap.index - qp->sq_ci) < qp->sq_wqebbs()) {
             HCA_TRACE(dev_, uar_blueflame, .uar = uar, .offset = offset - in_buf, .qpn = cap.qpn,
                       .wqe_index = cap.index, .bytes = cap.expected,
@@ -76,11 +89,11 @@ void QpTable::sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, un
     }
 }
 
-void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds) {
+void SendQueue::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds) {
     const uint32_t qpn = qpn_ds >> 8;
     const uint16_t index = static_cast<uint16_t>(head >> 8);
     const uint32_t ds = qpn_ds & 0x3f;
-    Qp *qp = find(qpn);
+    Qp *qp = qps_.find(qpn);
     HCA_TRACE(dev_, uar_sq_doorbell, .uar = uar, .offset = offset, .qpn = qpn, .wqe_index = index,
               .opcode = wqe_opcode_name(head & 0xff), .ds = ds);
     BfCapture &cap = bf_[buf_key];
@@ -126,31 +139,33 @@ void QpTable::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uin
     }
     if (!qp->sq_pending) {
         qp->sq_pending = true;
-        sq_pending_.push_back(qpn);
+        pending_.push_back(qpn);
     }
 }
 
-void QpTable::process_pending() {
+void SendQueue::process_pending() {
     // Every turn spends budget or retires a QP from the ring; the bound on
     // turns is only a backstop.
-    for (uint32_t turns = 0; !sq_pending_.empty() && dev_.budget_left() && turns < 4 * Device::kRunWqes; ++turns) {
-        const uint32_t qpn = sq_pending_.front();
-        sq_pending_.pop_front();
-        if (Qp *qp = find(qpn)) {
+    for (uint32_t turns = 0; !pending_.empty() && dev_.budget_left() && turns < 4 * Device::kRunWqes; ++turns) {
+        const uint32_t qpn = pending_.front();
+        pending_.pop_front();
+        if (Qp *qp = qps_.find(qpn)) {
             qp->sq_pending = false;
             quantum_ = kQuantum;
-            process_sq(*qp);  // defer()s the QP to the back of the ring if work is left
+            process(*qp);  // defer()s the QP to the back of the ring if work is left
         }
     }
     quantum_ = 0;
 }
 
-bool QpTable::may_work() const { return quantum_ > 0 && dev_.budget_left(); }
+bool SendQueue::may_work() const {
+    return quantum_ > 0 && dev_.budget_left();
+}
 
-void QpTable::defer(Qp &qp) {
+void SendQueue::defer(Qp &qp) {
     if (!qp.sq_pending) {
         qp.sq_pending = true;
-        sq_pending_.push_back(qp.qpn);
+        pending_.push_back(qp.qpn);
     }
     dev_.schedule();
 }
@@ -158,7 +173,7 @@ void QpTable::defer(Qp &qp) {
 // The WQE at index: the copy a BlueFlame write delivered, or WQEBBs
 // fetched from the SQ buffer (a WQE may wrap from the last WQEBB to the
 // first). Leaves it in wqe_buf_; bbs is the number of WQEBBs it occupies.
-QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs) {
+SendQueue::Fetch SendQueue::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs) {
     const uint32_t nbb = qp.sq_wqebbs();
     const uint32_t max_ds = static_cast<uint32_t>(dev_.fw.caps().gen(ifc::cmd_hca_cap::max_wqe_sz_sq)) / 16;
     if (!qp.bf_wqes.empty()) {
@@ -195,7 +210,7 @@ QpTable::Fetch QpTable::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t 
     return Fetch::Ok;
 }
 
-void QpTable::consume_wqe(Qp &qp, uint32_t bbs) {
+void SendQueue::consume_wqe(Qp &qp, uint32_t bbs) {
     if (!qp.bf_wqes.empty()) {
         for (uint32_t b = 0; b < bbs; ++b) {
             qp.bf_wqes.erase(static_cast<uint16_t>(qp.sq_ci + b));
@@ -206,12 +221,12 @@ void QpTable::consume_wqe(Qp &qp, uint32_t bbs) {
 
 // May the send queue run, and up to which producer index? An SQ in error
 // flushes instead; one before RTS runs once it gets there.
-bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
+bool SendQueue::sq_producer(Qp &qp, uint16_t &pi) {
     if (qp.no_sq) {
         return false;
     }
     if (qp.state == QpState::Err || qp.state == QpState::Sqer) {
-        flush_sq(qp);
+        qps_.flush_sq(qp);
         return false;
     }
     if (qp.state != QpState::Rts) {
@@ -220,7 +235,7 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     uint8_t db[4];
     if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
         dev_.guest_error("qpn=0x{:x} doorbell record 0x{:x} is not guest memory", qp.qpn, qp.dbr);
-        to_error(qp, "doorbell record not readable");
+        qps_.to_error(qp, "doorbell record not readable");
         return false;
     }
     pi = static_cast<uint16_t>(load_be32(db));
@@ -230,7 +245,7 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
     if (static_cast<uint16_t>(pi - qp.sq_ci) > nbb) {
         dev_.guest_error("qpn=0x{:x} SQ producer 0x{:x} is more than {} WQEBBs ahead of the consumer 0x{:x}", qp.qpn,
                          pi, nbb, qp.sq_ci);
-        to_error(qp, "SQ producer counter out of range");
+        qps_.to_error(qp, "SQ producer counter out of range");
         return false;
     }
     return true;
@@ -240,13 +255,13 @@ bool QpTable::sq_producer(Qp &qp, uint16_t &pi) {
 // WQE, then hand it to its transport (execute_wqe()). A connected QP first
 // sends what earlier messages still owe, and its WQEs may wait for a fence
 // or a read credit.
-void QpTable::process_sq(Qp &qp) {
+void SendQueue::process(Qp &qp) {
     uint16_t pi = 0;
     if (!sq_producer(qp, pi)) {
         return;
     }
     if (qp.connected()) {
-        if (!rc_pump(qp)) {
+        if (!qps_.requester().pump(qp)) {
             return;  // earlier messages are still going out
         }
     }
@@ -266,18 +281,18 @@ void QpTable::process_sq(Qp &qp) {
             // The HCA cannot read the WQE, so it cannot complete it: a local
             // work queue catastrophic error (IBA 11.6.3.1) tells the QP's
             // owner; its WRs are flushed.
-            to_error(qp, "WQE not readable");
+            qps_.to_error(qp, "WQE not readable");
             dev_.eqs.post_event(kEventWqCatastrophic, 0, EqeData::qp(qp.qpn));
             return;
         }
         if (fetched == Fetch::BadSize) {
             consume_wqe(qp, 1);
-            req_err_cqe(qp, index, wqe_buf_[3], kSyndLocalQpOp);
-            to_error(qp, "bad WQE size");
+            req_err_cqe(dev_, qp, index, wqe_buf_[3], kSyndLocalQpOp);
+            qps_.to_error(qp, "bad WQE size");
             return;
         }
         const SqWqe w = SqWqe::decode(index, {wqe_buf_.data(), ds * 16});
-        if (qp.connected() && rc_must_wait(qp, w)) {
+        if (qp.connected() && qps_.requester().must_wait(qp, w)) {
             return;
         }
         consume_wqe(qp, bbs);
@@ -292,7 +307,7 @@ void QpTable::process_sq(Qp &qp) {
 // Checks what every WQE must satisfy, then runs it on its transport.
 // False if the send queue must stop (the QP failed, or the run budget ran
 // out in the middle of a message).
-bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
+bool SendQueue::execute_wqe(Qp &qp, const SqWqe &w) {
     HCA_TRACE(dev_, wqe_fetch, .qpn = qp.qpn, .index = w.index,
               .opcode = TraceNamed{wqe_opcode_name(w.opcode), w.opcode}, .opmod = w.opmod, .ds = w.bytes.size() / 16,
               .fence = w.fence, .ce = w.ce, .se = w.solicited, .imm = w.imm);
@@ -324,7 +339,7 @@ bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
         return fail_wqe(qp, w, synd, "UMR failed");
     }
     if (qp.connected()) {
-        return rc_start(qp, w);
+        return qps_.requester().start(qp, w);
     }
     if (qp.ud_like()) {
         return send_ud(qp, w);
@@ -338,21 +353,21 @@ bool QpTable::execute_wqe(Qp &qp, const SqWqe &w) {
 // to SQ error instead: its send queue flushes, its receive queue works on,
 // and SQERR2RTS resumes it (IBA 10.3.1; ipoib_qp_state_validate_work()
 // recovers IPoIB's QP this way).
-bool QpTable::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) {
-    req_err_cqe(qp, w.index, w.opcode, synd);
+bool SendQueue::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) {
+    req_err_cqe(dev_, qp, w.index, w.opcode, synd);
     if (qp.ud_like()) {
-        to_sq_error(qp, why);
+        qps_.to_sq_error(qp, why);
     } else {
-        to_error(qp, why);
+        qps_.to_error(qp, why);
     }
     return false;
 }
 
 // A local operation (NOP, UMR) is done. On a connected QP its CQE comes in
 // order behind the messages still outstanding.
-bool QpTable::local_done(Qp &qp, const SqWqe &w) {
+bool SendQueue::local_done(Qp &qp, const SqWqe &w) {
     if (!qp.connected()) {
-        req_cqe(qp, w.index, w.opcode, 0, w.signaled, false);
+        req_cqe(dev_, qp, w.index, w.opcode, 0, w.signaled, false);
         return true;
     }
     RcWqe r;
@@ -363,90 +378,7 @@ bool QpTable::local_done(Qp &qp, const SqWqe &w) {
     r.npkts = 0;
     r.first_psn = qp.next_send_psn;
     qp.rc.pending.push_back(std::move(r));
-    rc_complete(qp);
-    return true;
-}
-
-// The data pointer and inline segments that end a send WQE. Every segment
-// is traced, empty ones too, so the trace accounts for all ds * 16 bytes
-// of the WQE (./hcasim trace decode).
-bool QpTable::parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd) {
-    out.clear();
-    size_t off = 0;
-    while (off + 4 <= segs.size()) {
-        const uint32_t bc = load_be32(segs.data() + off);
-        if (bc & kInlineSeg) {
-            const uint32_t len = bc & 0x3ff;
-            if (off + 4 + len > segs.size()) {
-                dev_.guest_error("qpn=0x{:x} inline segment of {} bytes overruns the WQE", qp.qpn, len);
-                synd = kSyndLocalLength;
-                return false;
-            }
-            const auto bytes = segs.subspan(off + 4, len);
-            HCA_TRACE(dev_, wqe_inline, .qpn = qp.qpn, .len = len, .bytes = bytes.first(std::min<uint32_t>(len, 32)));
-            if (len) {
-                out.sges.push_back({0, out.inline_data.size(), len, true});
-                out.inline_data.insert(out.inline_data.end(), bytes.begin(), bytes.end());
-            }
-            off += (4 + len + 15) & ~size_t{15};
-            continue;
-        }
-        if (off + sizeof(DataSeg) > segs.size()) {
-            break;
-        }
-        DataSeg d;
-        std::memcpy(&d, segs.data() + off, sizeof(d));
-        off += sizeof(DataSeg);
-        HCA_TRACE(dev_, wqe_data, .qpn = qp.qpn, .lkey = d.lkey.get(), .addr = d.addr.get(), .len = d.byte_count.get());
-        if (d.byte_count.get()) {
-            out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
-        }
-    }
-    return true;
-}
-
-// The bytes [offset, offset+len) of a message: inline pieces, or guest
-// memory read through the memory keys.
-bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len, uint8_t *out,
-                     uint8_t &synd) {
-    uint32_t pos = 0;
-    uint64_t base = 0;
-    for (const Sge &s : msg.sges) {
-        if (pos == len) {
-            break;
-        }
-        if (offset + pos >= base + s.len) {
-            base += s.len;
-            continue;
-        }
-        const uint32_t in_sge = static_cast<uint32_t>(offset + pos - base);
-        const uint32_t n = std::min(s.len - in_sge, len - pos);
-        base += s.len;
-        if (s.inl) {
-            std::memcpy(out + pos, msg.inline_data.data() + s.addr + in_sge, n);
-            pos += n;
-            continue;
-        }
-        chunks_.clear();
-        const XlatError e = dev_.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks_);
-        if (e != XlatError::None) {
-            HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .lkey = s.lkey, .addr = s.addr + in_sge, .len = n,
-                      .reason = xlat_error_name(e));
-            dev_.guest_error("qpn=0x{:x} WQE 0x{:x} SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, index, s.lkey,
-                             s.addr + in_sge, n, xlat_error_name(e));
-            synd = kSyndLocalProt;
-            return false;
-        }
-        for (const DmaChunk &c : chunks_) {
-            if (!dev_.dma_read(c.addr, out + pos, c.len)) {
-                dev_.guest_error("qpn=0x{:x} SGE lkey=0x{:x} translates to 0x{:x}, not guest memory", qp.qpn, s.lkey,
-                                 c.addr);
-                synd = kSyndLocalProt;
-                return false;
-            }
-            pos += c.len;
-        }
-    }
+    qps_.requester().complete(qp);
     return true;
 }
 
@@ -455,7 +387,7 @@ bool QpTable::gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t off
 // checksums to compute, and for LSO the MSS and the packet headers, inline.
 // Returns the offset of the data segments that follow, 0 if the segment
 // overruns the WQE.
-size_t QpTable::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
+size_t SendQueue::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
     const size_t at = sizeof(CtrlSeg) + sizeof(AvSeg) + kEthPadLen;
     if (w.bytes.size() < at + sizeof(EthSeg)) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x} of an IPoIB offload QP has no Ethernet segment", qp.qpn, w.index);
@@ -481,7 +413,7 @@ size_t QpTable::parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo) {
 
 // The address vector of a UD WQE as the headers of its datagrams (the PSN
 // is the caller's).
-void QpTable::ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &s) {
+void SendQueue::ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &s) {
     Port &port = dev_.port(qp.path.port);
     s.sl = av.stat_rate_sl & 0x0f;
     s.vl = qp.st == kQpQp0 ? 15 : port.sl2vl(s.sl);
@@ -505,7 +437,7 @@ void QpTable::ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &
     s.dqpn = av.dqp_dct.get() & 0xffffff;
 }
 
-bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
+bool SendQueue::send_ud(Qp &qp, const SqWqe &w) {
     const bool lso = w.opcode == kWqeLso && qp.ipoib_offload;
     if (w.opcode != kWqeSend && w.opcode != kWqeSendImm && !lso) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: opcode {} on a {} QP", qp.qpn, w.index, wqe_opcode_name(w.opcode),
@@ -527,7 +459,7 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
         }
     }
     uint8_t synd = 0;
-    if (!parse_data_segs(qp, w.bytes.subspan(segs_at), ud_msg_, synd)) {
+    if (!parse_data_segs(dev_, qp, w.bytes.subspan(segs_at), ud_msg_, synd)) {
         return fail_wqe(qp, w, synd, "bad send WQE");
     }
     Port &port = dev_.port(qp.path.port);
@@ -563,7 +495,8 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
     if (!eo.hdr.empty()) {
         std::memcpy(at, eo.hdr.data(), eo.hdr.size());
     }
-    if (!gather(qp, w.index, ud_msg_, 0, static_cast<uint32_t>(ud_msg_.length()), at + eo.hdr.size(), synd)) {
+    if (!gather(dev_, qp, w.index, ud_msg_, 0, static_cast<uint32_t>(ud_msg_.length()), at + eo.hdr.size(), chunks_,
+                synd)) {
         dev_.recycle(std::move(pkt));
         return fail_wqe(qp, w, synd, "send gather failed");
     }
@@ -573,7 +506,7 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
     qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;
     ++qp.sent;
     dev_.transmit(std::move(pkt), qp.qpn, w.index);
-    req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(len), w.signaled, s.se);
+    req_cqe(dev_, qp, w.index, w.opcode, static_cast<uint32_t>(len), w.signaled, s.se);
     return true;
 }
 
@@ -581,8 +514,8 @@ bool QpTable::send_ud(Qp &qp, const SqWqe &w) {
 // pieces, each sent as a datagram behind a copy of the inline TCP/IP
 // header with its lengths, IPv4 ID, sequence number, flags and checksums
 // fixed for that piece (ipoib::lso_segment()).
-bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<const uint8_t> ext,
-                       const EthOffload &eo, uint32_t mtu) {
+bool SendQueue::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<const uint8_t> ext, const EthOffload &eo,
+                         uint32_t mtu) {
     ipoib::Headers h;
     const size_t hlen = eo.hdr.size();
     const uint64_t data = ud_msg_.length();
@@ -610,7 +543,7 @@ bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<con
         Packet pkt = dev_.new_packet();
         uint8_t *at = iba::build_headers(pkt.bytes, s, ext, hlen + chunk);
         std::memcpy(at, eo.hdr.data(), hlen);
-        if (!gather(qp, w.index, ud_msg_, off, chunk, at + hlen, synd)) {
+        if (!gather(dev_, qp, w.index, ud_msg_, off, chunk, at + hlen, chunks_, synd)) {
             dev_.recycle(std::move(pkt));
             return fail_wqe(qp, w, synd, "send gather failed");
         }
@@ -621,44 +554,8 @@ bool QpTable::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<con
     }
     HCA_TRACE(dev_, wqe_lso, .qpn = qp.qpn, .index = w.index, .segments = n, .mss = eo.mss, .hdr_len = hlen,
               .data = data);
-    req_cqe(qp, w.index, w.opcode, static_cast<uint32_t>(hlen + data), w.signaled, se);
+    req_cqe(dev_, qp, w.index, w.opcode, static_cast<uint32_t>(hlen + data), w.signaled, se);
     return true;
-}
-
-void QpTable::req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool signaled, bool solicited) {
-    if (!signaled) {
-        return;
-    }
-    Cqe64 cqe{};
-    cqe.byte_cnt.set(byte_cnt);
-    cqe.sop_drop_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
-    cqe.wqe_counter.set(index);
-    cqe.op_own = static_cast<uint8_t>(kCqeReq << 4);
-    if (dev_.fault_cqe_opcode() && qp.st != kQpQp0 && qp.st != kQpQp1 && qp.st != kQpRegUmr &&
-        wqe_opcode != kWqeNop) {
-        // Deliberately wrong (--test-fault), on data-path work requests only
-        // (not the management QPs, the UMR QP or mlx5_ib's NOP-based
-        // write-combining probe) so the drivers load, the port comes up and
-        // the tests reach their own checks.
-        cqe.op_own = static_cast<uint8_t>(kCqeRespSend << 4);
-    }
-    HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_snd, .qpn = qp.qpn, .kind = "REQ", .opcode = wqe_opcode_name(wqe_opcode),
-              .wqe_counter = index, .byte_cnt = byte_cnt, .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
-    dev_.cqs.post(qp.cqn_snd, cqe, solicited);
-}
-
-void QpTable::req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome) {
-    ErrCqe e{};
-    e.syndrome = syndrome;
-    e.vendor_err_synd = cqe_vendor_syndrome(syndrome, true);
-    e.s_wqe_opcode_qpn.set(uint32_t{wqe_opcode} << 24 | qp.qpn);
-    e.wqe_counter.set(index);
-    e.op_own = static_cast<uint8_t>(kCqeReqErr << 4);
-    HCA_TRACE(dev_, cqe_cqe, .cqn = qp.cqn_snd, .qpn = qp.qpn, .kind = "REQ_ERR", .opcode = wqe_opcode_name(wqe_opcode),
-              .wqe_counter = index, .syndrome = TraceNamed{cqe_syndrome_name(syndrome), syndrome},
-              .vendor = e.vendor_err_synd, .pkt = trace_opt(rx_pkt_ != 0, rx_pkt_));
-    dev_.cqs.post(qp.cqn_snd, reinterpret_cast<Cqe64 &>(e), true);
-    dev_.qcounters.add_error_cqe(qp.counter_set, true, syndrome);
 }
 
 }  // namespace hca

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "be.h"
+#include "datapath/common.h"
 #include "device.h"
 
 namespace hca {
@@ -78,16 +79,8 @@ void QpTable::reset() {
     qps_.clear();
     mcgs_.clear();
     ids_.reset();
-    bf_.clear();
-    bf_last_half_.clear();
-    sq_pending_.clear();
-    acks_owed_.clear();
-    pending_half_.valid = false;
-}
-
-void QpTable::forget_uar(uint32_t uar) {
-    std::erase_if(bf_, [uar](const auto &kv) { return kv.first >> 4 == uar; });
-    std::erase_if(bf_last_half_, [uar](const auto &kv) { return kv.first >> 3 == uar; });
+    sq_.reset();
+    resp_.reset();
 }
 
 Qp *QpTable::find(uint32_t qpn) {
@@ -403,7 +396,7 @@ void QpTable::arm_flush_timer(Qp &qp) {
 }
 
 void QpTable::rc_reset(Qp &qp) {
-    rc_req_enter(qp, ReqState::Idle);  // stops the timers
+    req_.enter(qp, ReqState::Idle);  // stops the timers
     qp.rc = RcState{};
 }
 
@@ -413,12 +406,12 @@ void QpTable::flush_sq(Qp &qp) {
     }
     // Started but unfinished WQEs of a connected QP flush first, in order.
     if (qp.connected()) {
-        rc_req_enter(qp, ReqState::Error, "the QP is in error: outstanding WQEs flushed");
+        req_.enter(qp, ReqState::Error, "the QP is in error: outstanding WQEs flushed");
     }
     while (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
-        req_err_cqe(qp, w.index, w.opcode, kSyndWrFlush);
+        req_err_cqe(dev_, qp, w.index, w.opcode, kSyndWrFlush);
     }
     uint8_t db[4];
     if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
@@ -432,7 +425,7 @@ void QpTable::flush_sq(Qp &qp) {
         dev_.dma_read(addr, &ctrl, sizeof(ctrl));
         const uint32_t ds = ctrl.qpn_ds.get() & 0x3f;
         const uint16_t index = qp.sq_ci;
-        req_err_cqe(qp, index, static_cast<uint8_t>(ctrl.opmod_idx_opcode.get()), kSyndWrFlush);
+        req_err_cqe(dev_, qp, index, static_cast<uint8_t>(ctrl.opmod_idx_opcode.get()), kSyndWrFlush);
         qp.sq_ci = static_cast<uint16_t>(qp.sq_ci + std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb));
     }
     qp.bf_wqes.clear();

@@ -1,8 +1,7 @@
-// Queue pairs: CREATE/DESTROY/QUERY_QP and every modify transition, applying
-// only the fields a transition requires or its opt_param_mask names; the
-// send queue (doorbell, WQE fetch and execution, requester CQEs), the
-// receive side (RQ/SRQ WQE consumption, responder CQEs), error state and
-// flushing, and multicast attachment.
+// Queue pairs: the QP object, CREATE/DESTROY/QUERY_QP and every modify
+// transition (applying only the fields a transition requires or its
+// opt_param_mask names), the error state and flushing, multicast
+// attachment; and the table that owns the data-path stages.
 #pragma once
 
 #include <array>
@@ -17,7 +16,10 @@
 #include <fmt/format.h>
 
 #include "datapath/rc.h"
-#include "datapath/umr.h"
+#include "datapath/rc_req.h"
+#include "datapath/rc_resp.h"
+#include "datapath/recv.h"
+#include "datapath/send.h"
 #include "datapath/wqe.h"
 #include "iba/packet.h"
 #include "ifc/field.h"
@@ -165,13 +167,17 @@ struct Packet {
     bool no_crcs = false;
 };
 
+// The QPs and their commands (create, modify through the PRM state
+// machine, query, destroy, multicast attachment), the error state and its
+// flushes. The data path is in the stages it owns (datapath/): the send
+// queue (with the UMR engine), the receiver, the connected requester
+// (with its completer) and responder. Each stage owns its state and
+// scratch; they reach each other through the accessors below and share
+// only the free functions of datapath/common.h.
 class QpTable {
   public:
     explicit QpTable(Device &dev) : dev_(dev) {}
     void reset();
-    // A UAR page changed hands (ALLOC_UAR/DEALLOC_UAR): its bfregs start
-    // over (BlueFlame half, partial BlueFlame copies).
-    void forget_uar(uint32_t uar);
     Qp *find(uint32_t qpn);
     // The HW QP that receives packets for IB QPN 0 / 1 of the port.
     Qp *special_qp(uint8_t st);
@@ -184,135 +190,26 @@ class QpTable {
     void cmd_attach_mcg(CmdCtx &c);
     void cmd_detach_mcg(CmdCtx &c);
 
-    // SQ doorbell / BlueFlame write at UAR +0x800.. (send.cpp).
-    static constexpr uint32_t kBfBufSize = 256;  // (1 << log_bf_reg_size) / 2
-    void sq_doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size);
-    // Runs the send queues rung or left with work, round robin: each QP in
-    // turn does up to kQuantum WQEs or packets, until the device's run
-    // budget is spent.
-    void process_pending();
-    bool sq_work() const { return !sq_pending_.empty(); }
-    static constexpr uint32_t kQuantum = 16;
-    uint64_t bf_executed() const { return bf_executed_; }
-    // A packet arrived for this port (recv.cpp).
-    void receive(const Packet &pkt, const iba::PacketView &v);
-    // The ACKs coalesced while a batch of packets was received: one per
-    // QP, for the newest PSN (rc_resp.cpp). The device calls it after each
-    // batch.
-    void pay_acks();
-
     // Moves a QP to the error state: flush CQEs for every outstanding WQE,
     // and keep flushing receive WQEs posted while in error.
     void to_error(Qp &qp, const char *why);
     // SQ error (UD-like QPs): the send queue flushes, receives go on.
     void to_sq_error(Qp &qp, const char *why);
+    // Flush CQEs for the send WQEs of a QP in error (also for WQEs posted
+    // while it is).
+    void flush_sq(Qp &qp);
     std::string info() const;
 
     // Multicast attachments: MGID -> QPNs.
     const std::map<iba::Gid, std::set<uint32_t>> &mcgs() const { return mcgs_; }
 
+    // The data-path stages.
+    SendQueue &sq() { return sq_; }
+    Receiver &receiver() { return recv_; }
+    RcRequester &requester() { return req_; }
+    RcResponder &responder() { return resp_; }
+
   private:
-    // send.cpp
-    enum class Fetch { Ok, NotReadable, BadSize };
-    void doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds);
-    Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
-    void consume_wqe(Qp &qp, uint32_t bbs);
-    bool sq_producer(Qp &qp, uint16_t &pi);
-    void process_sq(Qp &qp);
-    // The run budget: may this QP do one more WQE or packet now? If not,
-    // defer() queues it for a later turn.
-    bool may_work() const;
-    void spend() {
-        if (quantum_) {
-            --quantum_;
-        }
-    }
-    void defer(Qp &qp);
-    bool execute_wqe(Qp &qp, const SqWqe &w);
-    bool fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why);
-    bool local_done(Qp &qp, const SqWqe &w);
-    bool parse_data_segs(Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd);
-    // The bytes [offset, offset + len) of a message into out (len bytes).
-    bool gather(Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len, uint8_t *out,
-                uint8_t &synd);
-    bool send_ud(Qp &qp, const SqWqe &w);
-    // IPoIB offloads (ulp_stateless_offload_mode): the Ethernet segment.
-    struct EthOffload {
-        uint8_t cs_flags = 0;
-        uint16_t mss = 0;
-        std::span<const uint8_t> hdr;  // the inline header, in the WQE
-    };
-    static constexpr uint64_t kMaxLsoBytes = 256 * 1024;  // like max_lso_cap 18
-    static constexpr uint32_t kMaxLsoSegments = 4096;     // the model's bound on one WQE's packets
-    size_t parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo);
-    void ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &s);
-    bool send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<const uint8_t> ext, const EthOffload &eo,
-                  uint32_t mtu);
-    void req_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint32_t byte_cnt, bool force, bool solicited);
-    void req_err_cqe(Qp &qp, uint16_t index, uint8_t wqe_opcode, uint8_t syndrome);
-    // rc_req.cpp, rc_comp.cpp, rc_resp.cpp: connected transports
-    uint32_t rc_mtu(const Qp &qp);
-    void rc_transmit(Qp &qp, uint8_t opcode, uint32_t psn, bool ack_req, bool se, std::span<const uint8_t> ext,
-                     std::span<const uint8_t> payload, uint32_t dqpn);
-    // The first step of rc_transmit, for a payload written in place: the
-    // headers into pkt; returns where the payload_len bytes go. The caller
-    // then hands pkt to Device::transmit.
-    uint8_t *rc_begin(Qp &qp, Packet &pkt, uint8_t opcode, uint32_t psn, bool ack_req, bool se,
-                      std::span<const uint8_t> ext, size_t payload_len, uint32_t dqpn);
-    bool rc_opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
-    size_t rc_parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);
-    bool rc_parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd);
-    uint32_t rc_send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd);
-    bool rc_pump(Qp &qp);
-    bool rc_must_wait(Qp &qp, const SqWqe &sw);
-    bool rc_start(Qp &qp, const SqWqe &sw);
-    void rc_arm_ack_timer(Qp &qp);
-    void rc_add_ack_timer(Qp &qp, int64_t delay);
-    bool rc_retry_budget(Qp &qp, const char *why);
-    void rc_retransmit(Qp &qp, uint32_t psn, const char *why);
-    void rc_req_enter(Qp &qp, ReqState to, const char *why = nullptr);
-    bool rc_req_waits(const Qp &qp) const;
-    void rc_fail(Qp &qp, uint8_t synd, const char *why);
-    void rc_complete(Qp &qp);
-    void rc_ack_upto(Qp &qp, uint32_t psn);
-    bool rc_scatter(Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offset,
-                    std::span<const uint8_t> data, uint8_t &synd);
-    void rc_requester_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
-    void rc_got_ack(Qp &qp, uint32_t psn);
-    void rc_got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer);
-    void rc_got_nak(Qp &qp, uint32_t psn, uint8_t code);
-    void rc_got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v);
-    void rc_got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const iba::PacketView &v);
-    void count_request(Qp &qp, uint8_t op);
-    void rc_responder_rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
-    bool rc_resp_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
-    bool rc_resp_check_psn(Qp &qp, const iba::PacketView &v);
-    bool rc_resp_check_seq(Qp &qp, const iba::PacketView &v);
-    void rc_resp_rnr(Qp &qp, uint32_t psn);
-    bool rc_resp_send(Qp &qp, const iba::PacketView &v);
-    bool rc_resp_write(Qp &qp, const iba::PacketView &v);
-    void rc_ack(Qp &qp, uint32_t psn, uint8_t syndrome);
-    void rc_owe_ack(Qp &qp, uint32_t psn);
-    void rc_pay_ack(Qp &qp);
-    void rc_resp_error(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why);
-    bool rc_take_recv(Qp &qp, const iba::PacketView &v);
-    void rc_resp_enter(Qp &qp, RespState to, const char *why = nullptr);
-    void rc_resp_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm);
-    void rc_duplicate(Qp &qp, const iba::PacketView &v);
-    bool rc_read_response(Qp &qp, const iba::PacketView &v, bool fresh);
-    bool rc_atomic(Qp &qp, const iba::PacketView &v);
-    static constexpr uint32_t kNoPd = 0xffffffff;  // matches no memory key
-    uint32_t rdma_pd(const Qp &qp, const iba::PacketView &v);
-    void rc_reset(Qp &qp);
-    // recv.cpp
-    void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);
-    bool ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
-    uint8_t ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::PacketView &v);
-    bool read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out);
-    void resp_err_cqe(Qp &qp, uint32_t cqn, uint16_t index, uint32_t srqn, uint8_t synd);
-    bool next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t &index, Srq *&srq);
-    // qp.cpp
-    void flush_sq(Qp &qp);
     void flush_rq(Qp &qp);
     void arm_flush_timer(Qp &qp);
     static constexpr int64_t kFlushPollMinNs = 2'000'000;
@@ -321,45 +218,16 @@ class QpTable {
     bool create_qp_valid(CmdCtx &c, const Qp &qp);
     bool create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *&rcv);
     void release(Qp &qp);
+    void rc_reset(Qp &qp);
 
     Device &dev_;
-    UmrEngine umr_{dev_};
     IdAllocator ids_{0x100, 0xffffff};
     std::map<uint32_t, Qp> qps_;
     std::map<iba::Gid, std::set<uint32_t>> mcgs_;
-    std::vector<uint8_t> wqe_buf_;
-    // First half of an SQ doorbell written as two 32-bit stores.
-    struct {
-        uint32_t uar = 0;
-        uint32_t offset = 0;
-        uint32_t value = 0;
-        bool valid = false;
-    } pending_half_;
-    GatherList ud_msg_;             // the UD message being sent
-    std::vector<DmaChunk> chunks_;  // translations of the SGE at hand
-    std::vector<DmaChunk> read_chunks_;  // translations of the RDMA READ being answered
-    std::vector<DataSeg> rx_segs_;  // a receive WQE as read
-    SgeList ud_sges_;               // the receive WQE a datagram lands in
-    // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).
-    struct BfCapture {
-        bool active = false;
-        uint32_t qpn = 0;
-        uint16_t index = 0;
-        uint32_t expected = 0;  // ds * 16
-        uint32_t got = 0;       // bytes written so far
-        int8_t prev_half = -1;  // half of the bfreg's previous doorbell (-1: none)
-        std::array<uint8_t, kBfBufSize> bytes{};
-    };
-    std::map<uint32_t, BfCapture> bf_;
-    std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
-    std::deque<uint32_t> sq_pending_;
-    std::vector<uint32_t> acks_owed_;  // QPs with RcState::ack_owed, in the order they came to owe
-    uint32_t quantum_ = 0;  // what the QP being served may still do in this turn
-    // Trace context: the WQE whose packets are being sent, the packet
-    // being received.
-    int32_t tx_wqe_ = -1;
-    uint64_t rx_pkt_ = 0;
-    uint64_t bf_executed_ = 0;
+    SendQueue sq_{dev_, *this};
+    Receiver recv_{dev_, *this};
+    RcRequester req_{dev_, *this};
+    RcResponder resp_{dev_, *this};
 };
 
 }  // namespace hca

@@ -300,7 +300,7 @@ void QpTable::entered(Qp &qp, QpState old) {
         }
         qp.rc.retry_left = qp.retry_count;
         qp.rc.rnr_left = qp.rnr_retry;
-        process_sq(qp);
+        sq_.process(qp);
     }
 }
 

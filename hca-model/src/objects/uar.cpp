@@ -29,7 +29,7 @@ void UarTable::cmd_alloc_uar(CmdCtx &c) {
         return;
     }
     c.set(ifc::alloc_uar_out::uar, *idx);
-    dev_.qps.forget_uar(*idx);
+    dev_.qps.sq().forget_uar(*idx);
     HCA_TRACE(dev_, uar_alloc, .uar = *idx);
 }
 
@@ -40,7 +40,7 @@ void UarTable::cmd_dealloc_uar(CmdCtx &c) {
         return;
     }
     used_[idx] = false;
-    dev_.qps.forget_uar(idx);
+    dev_.qps.sq().forget_uar(idx);
     HCA_TRACE(dev_, uar_dealloc, .uar = idx);
 }
 

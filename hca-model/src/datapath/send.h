@@ -1,0 +1,113 @@
+// The send queue stage: SQ doorbells and BlueFlame writes, the run budget
+// that serves the rung QPs round robin, the one WQE loop of every
+// transport (fetch, decode, checks), and the UD/QP0/QP1 send with its
+// IPoIB offloads. Connected QPs' WQEs go to the requester, UMR WQEs to the
+// UMR engine.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "datapath/umr.h"
+#include "datapath/wqe.h"
+#include "iba/packet.h"
+#include "objects/mkey.h"
+
+namespace hca {
+
+class Device;
+class QpTable;
+struct Qp;
+
+class SendQueue {
+  public:
+    SendQueue(Device &dev, QpTable &qps) : dev_(dev), qps_(qps), umr_(dev) {}
+    void reset();
+    // A UAR page changed hands (ALLOC_UAR/DEALLOC_UAR): its bfregs start
+    // over (BlueFlame half, partial BlueFlame copies).
+    void forget_uar(uint32_t uar);
+
+    // SQ doorbell / BlueFlame write at UAR +0x800..
+    static constexpr uint32_t kBfBufSize = 256;  // (1 << log_bf_reg_size) / 2
+    void doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size);
+    // Runs the send queues rung or left with work, round robin: each QP in
+    // turn does up to kQuantum WQEs or packets, until the device's run
+    // budget is spent.
+    void process_pending();
+    bool has_work() const { return !pending_.empty(); }
+    static constexpr uint32_t kQuantum = 16;
+    uint64_t bf_executed() const { return bf_executed_; }
+
+    // For the other stages and the QP commands: run a QP's send queue now
+    // (a transition to RTS, a completion that frees a fenced WQE).
+    void process(Qp &qp);
+    // The run budget: may this QP do one more WQE or packet now? If not,
+    // defer() queues it for a later turn.
+    bool may_work() const;
+    void spend() {
+        if (quantum_) {
+            --quantum_;
+        }
+    }
+    void defer(Qp &qp);
+    // A WQE that could not be carried out: its error CQE, and the QP goes to
+    // error (a UD-like QP to SQ error). Returns false.
+    bool fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why);
+
+  private:
+    enum class Fetch { Ok, NotReadable, BadSize };
+    void doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds);
+    Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
+    void consume_wqe(Qp &qp, uint32_t bbs);
+    bool sq_producer(Qp &qp, uint16_t &pi);
+    bool execute_wqe(Qp &qp, const SqWqe &w);
+    bool local_done(Qp &qp, const SqWqe &w);
+    bool send_ud(Qp &qp, const SqWqe &w);
+    // IPoIB offloads (ulp_stateless_offload_mode): the Ethernet segment.
+    struct EthOffload {
+        uint8_t cs_flags = 0;
+        uint16_t mss = 0;
+        std::span<const uint8_t> hdr;  // the inline header, in the WQE
+    };
+    static constexpr uint64_t kMaxLsoBytes = 256 * 1024;  // like max_lso_cap 18
+    static constexpr uint32_t kMaxLsoSegments = 4096;     // the model's bound on one WQE's packets
+    size_t parse_eth_seg(Qp &qp, const SqWqe &w, EthOffload &eo);
+    void ud_spec(Qp &qp, const SqWqe &w, const AvSeg &av, iba::PacketSpec &s);
+    bool send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<const uint8_t> ext, const EthOffload &eo,
+                  uint32_t mtu);
+
+    Device &dev_;
+    QpTable &qps_;
+    UmrEngine umr_;
+    std::vector<uint8_t> wqe_buf_;
+    // First half of an SQ doorbell written as two 32-bit stores.
+    struct {
+        uint32_t uar = 0;
+        uint32_t offset = 0;
+        uint32_t value = 0;
+        bool valid = false;
+    } pending_half_;
+    GatherList ud_msg_;             // the UD message being sent
+    std::vector<DmaChunk> chunks_;  // translations of the SGE at hand
+    // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).
+    struct BfCapture {
+        bool active = false;
+        uint32_t qpn = 0;
+        uint16_t index = 0;
+        uint32_t expected = 0;  // ds * 16
+        uint32_t got = 0;       // bytes written so far
+        int8_t prev_half = -1;  // half of the bfreg's previous doorbell (-1: none)
+        std::array<uint8_t, kBfBufSize> bytes{};
+    };
+    std::map<uint32_t, BfCapture> bf_;
+    std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
+    std::deque<uint32_t> pending_;              // QPs rung or left with work, in turn order
+    uint32_t quantum_ = 0;                      // what the QP being served may still do in this turn
+    uint64_t bf_executed_ = 0;
+};
+
+}  // namespace hca
