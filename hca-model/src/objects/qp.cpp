@@ -406,7 +406,7 @@ void QpTable::flush_sq(Qp &qp) {
     }
     // Started but unfinished WQEs of a connected QP flush first, in order.
     if (qp.connected()) {
-        req_.enter(qp, ReqState::Error, "the QP is in error: outstanding WQEs flushed");
+        req_.enter(qp, ReqState::Error, "the QP is in error");
     }
     while (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
