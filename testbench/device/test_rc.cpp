@@ -200,11 +200,47 @@ TEST_CASE("RC requester: an RNR NAK holds the send queue, new WQEs included, unt
         CHECK(op(*sc) == hca::kCqeReq);
     }
     CHECK(qa->rc.req == hca::ReqState::Idle);
-    CHECK(qa->rc.ack_timer == 0);
+    CHECK(qa->rc.ack_deadline == 0);  // disarmed
     CHECK(p.w.a.dev.qcounters.get(qa->counter_set, hca::QCounter::PacketSeqErr) == 0);
     const std::string qpn = fmt::format("qpn=0x{:x}", p.qa.qpn);
     CHECK(t.lines({"qp requester", qpn, "from=wait-ack to=rnr-wait", "RNR NAK"}).size() == 1);
     CHECK(t.lines({"qp requester", qpn, "from=rnr-wait to=sending", "RNR timer expired"}).size() == 1);
+}
+
+TEST_CASE("RC requester: a QP that goes idle after every message keeps one host ACK timer", "[rc]") {
+    Pair p;
+    const hca::Qp *qa = p.w.a.dev.qps.find(p.qa.qpn);
+    for (int i = 0; i < 4; ++i) {
+        p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova + i * 64, 64);
+    }
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {1}});
+    p.w.pump();
+    REQUIRE(p.a.d.next_cqe(p.a.scq));
+    const hca::Timers::Id first = qa->rc.ack_timer;
+    CHECK(first != 0);
+    CHECK(qa->rc.req == hca::ReqState::Idle);
+    CHECK(qa->rc.ack_deadline == 0);  // disarmed, the host timer left to end
+    for (uint8_t i = 2; i <= 3; ++i) {
+        p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {i}});
+        p.w.pump();
+        REQUIRE(p.a.d.next_cqe(p.a.scq));
+        CHECK(qa->rc.ack_timer == first);  // reused, not removed and added again
+    }
+    // Idle past the timeout: the timer ends without a retransmission.
+    p.w.advance(2'000'000'000);
+    CHECK(qa->rc.ack_timer == 0);
+    CHECK(qa->rc.retransmits == 0);
+    CHECK(p.w.a.dev.qcounters.get(qa->counter_set, hca::QCounter::LocalAckTimeoutErr) == 0);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {4}});
+    p.w.pump();
+    REQUIRE(p.a.d.next_cqe(p.a.scq));
+    CHECK(qa->rc.ack_timer != 0);
+    CHECK(qa->rc.ack_timer != first);
+    for (uint8_t i = 1; i <= 4; ++i) {
+        auto rc = p.b.d.next_cqe(p.b.rcq);
+        REQUIRE(rc);
+        CHECK(p.b.mem(p.b.mr.iova + (i - 1) * 64, 1)[0] == i);
+    }
 }
 
 TEST_CASE("RC requester: a fenced WQE blocks the send queue until the READ before it is answered", "[rc]") {
@@ -289,6 +325,7 @@ TEST_CASE("RC: a dead peer exhausts the retry count", "[rc]") {
     REQUIRE(p.a.d.modify_qp(hca::kOp2RstQp, p.qa.qpn).status == 0);
     CHECK(qa->rc.req == hca::ReqState::Idle);
     CHECK(qa->rc.pending.empty());
+    CHECK(qa->rc.ack_timer == 0);
 }
 
 TEST_CASE("RC remote access error: bad rkey on the requester, both sides in error", "[rc]") {

@@ -51,7 +51,7 @@ const char *resp_state_name(RespState s);
 // completer has no state of its own: what an acknowledgement, a NAK or a
 // timer does is a requester transition. Transitions happen in
 // RcRequester::enter() only, which also keeps the timers true to the
-// state: the local ACK timer runs only while the requester waits for
+// state: the local ACK timeout is armed only while the requester waits for
 // answers (Sending, WaitAck, Blocked), the RNR timer only in RnrWait.
 enum class ReqState : uint8_t {
     Idle,     // no message outstanding
@@ -62,6 +62,11 @@ enum class ReqState : uint8_t {
     Error,    // gave up (retries exhausted, a fatal NAK, a local error) or the QP was flushed
 };
 const char *req_state_name(ReqState s);
+// Does the requester wait for answers in this state, so that the local ACK
+// timer runs?
+inline bool req_waits(ReqState s) {
+    return s == ReqState::Sending || s == ReqState::WaitAck || s == ReqState::Blocked;
+}
 
 struct RcState {
     // Requester (and completer).
@@ -73,7 +78,7 @@ struct RcState {
     uint8_t rnr_left = 0;
     Timers::Id ack_timer = 0;
     int64_t ack_timer_at = 0;    // when ack_timer fires
-    int64_t ack_deadline = 0;    // when the local ACK timeout is due (RcRequester::arm_ack_timer)
+    int64_t ack_deadline = 0;    // when the local ACK timeout is due; 0: disarmed (RcRequester::arm_ack_timer)
     Timers::Id rnr_timer = 0;
     uint64_t retransmits = 0;
     // Responder.

@@ -17,14 +17,13 @@ namespace hca {
 // The local ACK timer restarts on every sign of progress, which on a busy
 // QP is every ACK. Restarting only moves the deadline: the timer already
 // armed stays (no allocation, no host timer change) and, if it fires
-// before the deadline, arms itself again for the rest.
+// before the deadline, arms itself again for the rest. With nothing to
+// wait for the deadline is cleared (disarmed); a host timer still armed
+// then ends when it fires.
 void RcRequester::arm_ack_timer(Qp &qp) {
     const int64_t t = ack_timeout_ns(qp.path.ack_timeout);
-    if (qp.rc.pending.empty() || t < 0 || !waits(qp) || qp.st == kQpUc) {
-        if (qp.rc.ack_timer) {
-            dev_.cancel_timer(qp.rc.ack_timer);
-            qp.rc.ack_timer = 0;
-        }
+    if (qp.rc.pending.empty() || t < 0 || !req_waits(qp.rc.req) || qp.st == kQpUc) {
+        qp.rc.ack_deadline = 0;
         return;
     }
     qp.rc.ack_deadline = dev_.now() + t;
@@ -46,7 +45,7 @@ void RcRequester::add_ack_timer(Qp &qp, int64_t delay) {
             return;
         }
         q->rc.ack_timer = 0;
-        if (q->state != QpState::Rts || q->rc.pending.empty() || !waits(*q)) {
+        if (q->rc.ack_deadline == 0 || q->state != QpState::Rts || q->rc.pending.empty() || !req_waits(q->rc.req)) {
             return;
         }
         if (const int64_t left = q->rc.ack_deadline - dev_.now(); left > 0) {

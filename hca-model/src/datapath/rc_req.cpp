@@ -63,16 +63,13 @@ const char *req_state_name(ReqState s) {
     return "?";
 }
 
-// Does the requester wait for answers, so that the local ACK timer runs?
-bool RcRequester::waits(const Qp &qp) const {
-    const ReqState s = qp.rc.req;
-    return s == ReqState::Sending || s == ReqState::WaitAck || s == ReqState::Blocked;
-}
-
 // The one place the requester's state changes. Leaving a state stops the
-// timer that belonged to it. The routine cycle of a message (idle,
-// sending, waiting for its ACK) is not traced, the WQE and packet lines
-// show it; every other transition comes with a reason and is.
+// timer that belonged to it. Going idle only disarms the local ACK timeout:
+// the host timer stays and ends when it fires, so a QP that goes idle
+// after every message does not add and remove a host timer per message
+// (the next message's arm_ack_timer() reuses it). The routine cycle of a
+// message (idle, sending, waiting for its ACK) is not traced, the WQE and
+// packet lines show it; every other transition comes with a reason and is.
 void RcRequester::enter(Qp &qp, ReqState to, const char *why) {
     const ReqState from = qp.rc.req;
     if (from == to) {
@@ -83,9 +80,12 @@ void RcRequester::enter(Qp &qp, ReqState to, const char *why) {
         dev_.cancel_timer(qp.rc.rnr_timer);
         qp.rc.rnr_timer = 0;
     }
-    if (!waits(qp) && qp.rc.ack_timer) {
-        dev_.cancel_timer(qp.rc.ack_timer);
-        qp.rc.ack_timer = 0;
+    if (!req_waits(to)) {
+        qp.rc.ack_deadline = 0;
+        if (to != ReqState::Idle && qp.rc.ack_timer) {
+            dev_.cancel_timer(qp.rc.ack_timer);
+            qp.rc.ack_timer = 0;
+        }
     }
     if (why) {
         HCA_TRACE(dev_, qp_requester, .qpn = qp.qpn, .from = req_state_name(from), .to = req_state_name(to),
@@ -209,6 +209,18 @@ bool RcRequester::parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
 // the rest of a READ from packet k on (IBA 9.4.4: a retried read may start
 // in the middle), or the atomic request. Returns the PSNs it covered, 0 if
 // gathering the payload failed (synd says why).
+// A QP reset starts a new requester: nothing of the old one survives,
+// its timers included.
+void RcRequester::reset(Qp &qp) {
+    for (Timers::Id *t : {&qp.rc.ack_timer, &qp.rc.rnr_timer}) {
+        if (*t) {
+            dev_.cancel_timer(*t);
+            *t = 0;
+        }
+    }
+    qp.rc.req = ReqState::Idle;
+}
+
 uint32_t RcRequester::send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const uint8_t t = transport_of(qp.st);
     const uint32_t mtu = rc_mtu(dev_, qp);

@@ -39,9 +39,10 @@ class RcRequester {
     void rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     // The one place the requester's state changes (rc.h ReqState).
     void enter(Qp &qp, ReqState to, const char *why = nullptr);
+    // The QP was reset: its timers are cancelled, the state is idle.
+    void reset(Qp &qp);
 
   private:
-    bool waits(const Qp &qp) const;
     bool opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
     size_t parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);
     bool parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd);

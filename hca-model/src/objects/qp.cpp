@@ -396,7 +396,7 @@ void QpTable::arm_flush_timer(Qp &qp) {
 }
 
 void QpTable::rc_reset(Qp &qp) {
-    req_.enter(qp, ReqState::Idle);  // stops the timers
+    req_.reset(qp);  // its timers
     qp.rc = RcState{};
 }
 
