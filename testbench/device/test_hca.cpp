@@ -237,6 +237,14 @@ TEST_CASE("ACCESS_REG MCAM/MCQS/MCQI: the firmware version devlink reports", "[h
         ifc::set(s.data(), ifc::access_register_in::register_id, 0x5001);  // PCAP: local_port 0
         CHECK(d.exec(s, 16 + ifc::pcap_reg::size_bytes).status == 0x03);
     }
+    // A reply that does not fit the outbox is BAD_OUTPUT_LEN, never a write
+    // past it (the fuzzer's PCAP read with no room for the register data).
+    for (const size_t short_out : {size_t{16}, size_t{16 + 4}, size_t{16 + ifc::pcap_reg::size_bytes - 1}}) {
+        auto p = Driver::inbox(hca::kOpAccessReg, 1, 16 + ifc::pcap_reg::size_bytes);
+        ifc::set(p.data(), ifc::access_register_in::register_id, 0x5001);
+        ifc::set(p.data() + 16, ifc::pcap_reg::local_port, 1);
+        CHECK(d.exec(p, short_out).status == 0x51);  // BAD_OUTPUT_LEN
+    }
     // Writes to read-only registers are refused.
     auto w = mcqs;
     ifc::set(w.data(), ifc::cmd_in_hdr::op_mod, 0);

@@ -161,6 +161,10 @@ void Registers::mcqi(RegAccess &r) {
 // the PortInfo CapabilityMask is the first word of port_capability_mask.
 void Registers::pcap(RegAccess &r) {
     constexpr ifc::Field kCaps{ifc::pcap_reg::port_capability_mask.off, 32};
+    if (r.out.size() < ifc::pcap_reg::size_bytes) {
+        r.cmd.fail(Status::BadOutputLen, "PCAP needs {} bytes", ifc::pcap_reg::size_bytes);
+        return;
+    }
     const uint64_t port = ifc::get(r.in.data(), ifc::pcap_reg::local_port);
     if (port != 1) {
         r.cmd.fail(Status::BadParam, "PCAP for port {}", port);
