@@ -65,6 +65,14 @@ void Registers::access(CmdCtx &c) {
         c.fail(Status::BadParam, "{} is read-only", desc->name);
         return;
     }
+    // The reply of a read or a write is the whole register: an outbox that
+    // cannot hold it is BAD_OUTPUT_LEN, for every register here, so no
+    // handler writes past what the driver gave.
+    if (out.size() < desc->size) {
+        c.fail(Status::BadOutputLen, "{} needs {} bytes of register data, the outbox has {}", desc->name, desc->size,
+               out.size());
+        return;
+    }
     // A read may carry less than the whole register (only its index
     // fields matter): the handlers see it zero-extended to the register's
     // size, so none reads past what the driver sent.
@@ -92,10 +100,6 @@ void Registers::host_endianness(RegAccess &r) {
 }
 
 void Registers::mcam(RegAccess &r) {
-    if (r.out.size() < ifc::mcam_reg::size_bytes) {
-        r.cmd.fail(Status::BadOutputLen, "MCAM needs {} bytes", ifc::mcam_reg::size_bytes);
-        return;
-    }
     const uint64_t group = ifc::get(r.out.data(), ifc::mcam_reg::access_reg_group);
     std::fill(r.out.begin() + ifc::mcam_reg::mng_access_reg_cap_mask.byte(), r.out.begin() + ifc::mcam_reg::size_bytes,
               0);
@@ -118,10 +122,6 @@ void Registers::mcam(RegAccess &r) {
 }
 
 void Registers::mcqs(RegAccess &r) {
-    if (r.out.size() < ifc::mcqs_reg::size_bytes) {
-        r.cmd.fail(Status::BadOutputLen, "MCQS needs {} bytes", ifc::mcqs_reg::size_bytes);
-        return;
-    }
     const uint64_t index = ifc::get(r.out.data(), ifc::mcqs_reg::component_index);
     if (index != 0) {
         r.cmd.fail(Status::BadParam, "MCQS component index {} does not exist (one component)", index);
@@ -161,10 +161,6 @@ void Registers::mcqi(RegAccess &r) {
 // the PortInfo CapabilityMask is the first word of port_capability_mask.
 void Registers::pcap(RegAccess &r) {
     constexpr ifc::Field kCaps{ifc::pcap_reg::port_capability_mask.off, 32};
-    if (r.out.size() < ifc::pcap_reg::size_bytes) {
-        r.cmd.fail(Status::BadOutputLen, "PCAP needs {} bytes", ifc::pcap_reg::size_bytes);
-        return;
-    }
     const uint64_t port = ifc::get(r.in.data(), ifc::pcap_reg::local_port);
     if (port != 1) {
         r.cmd.fail(Status::BadParam, "PCAP for port {}", port);
@@ -187,10 +183,6 @@ void Registers::node_desc(RegAccess &r) {
 // PCIe status of the function (MPEIN): the slot's power (pwr_status,
 // pci_power) and the x16 link of the QEMU device's Link Capabilities.
 void Registers::mpein(RegAccess &r) {
-    if (r.out.size() < ifc::mpein_reg::size_bytes) {
-        r.cmd.fail(Status::BadOutputLen, "MPEIN needs {} bytes", ifc::mpein_reg::size_bytes);
-        return;
-    }
     const uint64_t index = ifc::get(r.in.data(), ifc::mpein_reg::pcie_index);
     const uint64_t depth = ifc::get(r.in.data(), ifc::mpein_reg::depth);
     if (index != 0 || depth != 0) {
@@ -219,10 +211,6 @@ void Registers::mfrl(RegAccess &r) {
             return;
         }
         // A live patch with no staged image: nothing to apply, no event.
-    }
-    if (r.out.size() < ifc::mfrl_reg::size_bytes) {
-        r.cmd.fail(Status::BadOutputLen, "MFRL needs {} bytes", ifc::mfrl_reg::size_bytes);
-        return;
     }
     std::fill(r.out.begin(), r.out.end(), 0);
     ifc::set(r.out.data(), ifc::mfrl_reg::reset_level, kMfrlLevelLivePatch);
