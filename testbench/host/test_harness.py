@@ -4,6 +4,7 @@ in the shared run directory — symlinks to host files, fifos, huge files, a
 directory swapped for a link.  Real host symlinks and fifos here, i.e. what
 a guest could make with 9p security_model=none; the relay must not rely on
 the 9p model."""
+import fcntl
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import time
 import unittest
 from pathlib import Path
 
-from hcasim import clues, fuzz, hostcpu, pci_fault, postmortem, rundir, testing, vm
+from hcasim import clues, fuzz, hostcpu, pci_fault, postmortem, rundir, runs, testing, vm
 
 
 class FakeFabric(threading.Thread):
@@ -483,6 +484,51 @@ class ResultReadTest(unittest.TestCase):
                 self.assertEqual((d / "wall-seconds").read_text(), "1.0\n")
             finally:
                 os.close(fd)
+
+
+class RunPruneTest(unittest.TestCase):
+    """Run directories are pruned oldest first beyond the budget; a live
+    run (its maker holds the lock), the newest finished run, and whatever
+    the runs' links point to are never touched."""
+
+    def make(self, root, name, nbytes, live=False):
+        d = root / name
+        (d / "node0").mkdir(parents=True)
+        (d / "node0" / "hca.trace").write_bytes(b"x" * nbytes)
+        host = rundir.host_side(d, create=True)
+        lock = open(host / "lock", "w")
+        if live:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.addCleanup(lock.close)
+        else:
+            lock.close()
+        return d
+
+    def test_oldest_finished_runs_go_first(self):
+        with tempfile.TemporaryDirectory() as t:
+            root = Path(t)
+            outside = root.parent / (root.name + "-outside")
+            outside.write_text("keep")
+            self.addCleanup(outside.unlink)
+            a = self.make(root, "20260101-000000-a", 1 << 20, live=True)
+            b = self.make(root, "20260101-000001-b", 1 << 20)
+            (b / "node0" / "link").symlink_to(outside)
+            c = self.make(root, "20260101-000002-c", 1 << 20)
+            d = self.make(root, "20260101-000003-d", 1 << 20)
+            removed = runs.prune(1 << 20 | 1 << 19, root=root)
+            self.assertEqual([r for r, _ in removed], [b, c])
+            self.assertTrue(a.is_dir() and rundir.host_side(a).is_dir())
+            self.assertFalse(b.exists() or rundir.host_side(b).exists() or c.exists())
+            self.assertTrue(d.is_dir())
+            self.assertEqual(outside.read_text(), "keep")
+            self.assertEqual(runs.prune(0, root=root), [])  # d: the newest finished run stays
+
+    def test_sizes(self):
+        self.assertEqual(runs.parse_size("16G"), 16 << 30)
+        self.assertEqual(runs.parse_size("512m"), 512 << 20)
+        self.assertEqual(runs.parse_size("0"), 0)
+        with self.assertRaises(ValueError):
+            runs.parse_size("lots")
 
 
 if __name__ == "__main__":

@@ -11,10 +11,9 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from hcasim import fault, hostcpu, initramfs, inspect_hca, pci_fault, postmortem, rundir
+from hcasim import fault, hostcpu, initramfs, inspect_hca, pci_fault, postmortem, rundir, runs
 from hcasim.fabric_ctl import fabric_command
 from hcasim.build import DEFAULT_IMAGE, artifacts, qemu_line
 from hcasim.common import ROOT, RUNS, say
@@ -82,18 +81,6 @@ class VmOptions:
     image: str = DEFAULT_IMAGE  # the guest image (build.IMAGES): root disk, kernel and initramfs
     test_fault: str = ""        # test-only: a deliberate device bug (x-test-fault)
     faults: list = field(default_factory=list)  # faults armed at power-on (docs/FAULTS.md)
-
-
-def new_run_dir(name):
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = RUNS / f"{stamp}-{name}"
-    d = base
-    n = 1
-    while d.exists():
-        n += 1
-        d = Path(f"{base}-{n}")
-    d.mkdir(parents=True)
-    return d
 
 
 def auto_smp(nodes):
@@ -645,7 +632,7 @@ def drop_module_tree(run_dir, opts):
 def run_script(script, opts, name="run", quiet=False):
     """Boots opts.nodes guests, runs script in each, collects the results.
     Returns (run_dir, [NodeResult])."""
-    run_dir = new_run_dir(name)
+    run_dir = runs.new(name)
     shutil.copy(script, run_dir / "script.sh")
     # Helper programs of the guest tests, at /hcasim/py in every guest.
     shutil.copytree(ROOT / "testbench" / "guest" / "py", run_dir / "py")
@@ -701,7 +688,7 @@ def run_script(script, opts, name="run", quiet=False):
 
 
 def boot_interactive(opts):
-    run_dir = new_run_dir("boot")
+    run_dir = runs.new("boot")
     stage_modules(run_dir, opts)
     cluster = Cluster(run_dir, opts)
     say(f"booting {opts.nodes} node(s); node0's console follows (Ctrl-a x quits); run directory {run_dir}")
