@@ -52,6 +52,7 @@ pcap_reg ptys_reg pmtu_reg pvlc_reg paos_reg
 mcam_reg mcam_access_reg mcam_enhanced_features mcqs_reg mcqi_reg mcqi_version mpein_reg mfrl_reg
 create_rmp_in create_rmp_out destroy_rmp_in destroy_rmp_out query_rmp_in query_rmp_out modify_rmp_in modify_rmp_out rmpc wq rmp_bitmask
 query_hca_vport_gid_in query_hca_vport_pkey_in
+device_mem_cap alloc_memic_in alloc_memic_out dealloc_memic_in dealloc_memic_out
 alloc_q_counter_in alloc_q_counter_out dealloc_q_counter_in dealloc_q_counter_out query_q_counter_in query_q_counter_out
 """.split()
 

@@ -25,9 +25,10 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       iseg(*this),
       fw(*this),
       regs(*this),
-      uars(*this, HCA_MODEL_BAR0_SIZE >> kPageShift),
+      uars(*this, HCA_MODEL_BAR0_MMIO_SIZE >> kPageShift),
       eqs(*this),
       pds(*this),
+      devmem(*this, cfg.memic),
       qcounters(*this),
       mkeys(*this),
       cqs(*this),
@@ -118,6 +119,7 @@ void Device::drop_objects() {
     cqs.reset();
     mkeys.reset();
     pds.reset();
+    devmem.reset();
     qcounters.reset();
     eqs.reset();
     uars.reset();
@@ -261,6 +263,10 @@ void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
         iseg.read(static_cast<uint32_t>(offset), data, size);
         return;
     }
+    // Device memory, for a host that does not map it as RAM.
+    if (offset >= DevMem::kBarOffset && devmem.read(offset - DevMem::kBarOffset, data, size)) {
+        return;
+    }
     // UAR pages are write-only doorbells; reads return zeros.
     std::memset(data, 0, size);
 }
@@ -281,7 +287,10 @@ void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
         }
         // A new function is in the slot (off_bus() reset it): written below.
     }
-    if (offset + size > HCA_MODEL_BAR0_SIZE || size == 0 || size > 8) {
+    if (offset >= DevMem::kBarOffset && size <= 8 && devmem.write(offset - DevMem::kBarOffset, data, size)) {
+        return;  // device memory, for a host that does not map it as RAM
+    }
+    if (offset + size > HCA_MODEL_BAR0_MMIO_SIZE || size == 0 || size > 8) {
         guest_error("BAR0 write of {} bytes at 0x{:x} is outside the BAR", size, offset);
         return;
     }

@@ -22,6 +22,7 @@
 #include "iba/link.h"
 #include "objects/counters.h"
 #include "objects/cq.h"
+#include "objects/devmem.h"
 #include "objects/eq.h"
 #include "objects/mkey.h"
 #include "objects/pd.h"
@@ -67,6 +68,7 @@ struct DeviceConfig {
     std::string test_fault;
     // Faults to arm at power-on, ';'-separated (fault/faults.h syntax).
     std::string faults;
+    uint8_t *memic = nullptr;  // the host's device memory (HcaModelConfig::memic)
 };
 
 struct ConfigError : std::runtime_error {
@@ -133,6 +135,16 @@ class Device {
     int64_t now() { return host_.now_ns(); }
     bool dma_read(uint64_t addr, void *buf, size_t len);
     bool dma_write(uint64_t addr, const void *buf, size_t len);
+    // Memory behind a memory key: guest memory, or device memory for an
+    // address MkeyTable::translate() tagged (DevMem::tagged()).
+    bool mem_read(uint64_t addr, void *buf, size_t len) {
+        return DevMem::is_tagged(addr) ? !fatal_ && devmem.read(addr & ~DevMem::kTag, buf, len)
+                                       : dma_read(addr, buf, len);
+    }
+    bool mem_write(uint64_t addr, const void *buf, size_t len) {
+        return DevMem::is_tagged(addr) ? !fatal_ && devmem.write(addr & ~DevMem::kTag, buf, len)
+                                       : dma_write(addr, buf, len);
+    }
     void msix(unsigned vector);
     void schedule();
     Timers::Id add_timer(int64_t delay_ns, std::function<void()> fn);
@@ -261,6 +273,7 @@ class Device {
     UarTable uars;
     EqTable eqs;
     PdTable pds;
+    DevMem devmem;
     QCounterTable qcounters;
     MkeyTable mkeys;
     CqTable cqs;

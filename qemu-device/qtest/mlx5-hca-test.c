@@ -267,12 +267,23 @@ static void test_pci(void)
     g_assert_cmphex(qpci_config_readw(t.dev, PCI_VENDOR_ID), ==, 0x15b3);
     g_assert_cmphex(qpci_config_readw(t.dev, PCI_DEVICE_ID), ==, 0x1017);
     g_assert_cmphex(qpci_config_readw(t.dev, PCI_CLASS_DEVICE), ==, 0x0207);
-    /* BAR0: 64-bit prefetchable memory, 8 MiB (init segment + UARs) */
+    /*
+     * BAR0: 64-bit prefetchable memory, 16 MiB (init segment + UARs in the
+     * first 8 MiB, the device memory at 8 MiB)
+     */
     g_assert_cmphex(qpci_config_readl(t.dev, PCI_BASE_ADDRESS_0) &
                     ~PCI_BASE_ADDRESS_MEM_MASK, ==,
                     PCI_BASE_ADDRESS_MEM_TYPE_64 |
                     PCI_BASE_ADDRESS_MEM_PREFETCH);
-    g_assert_cmphex(t.bar0_size, ==, 8 * MiB);
+    g_assert_cmphex(t.bar0_size, ==, 16 * MiB);
+    /* The device memory is RAM: what is stored there reads back. */
+    qpci_io_writel(t.dev, t.bar0, 8 * MiB + 0x40, 0x12345678);
+    qpci_io_writeq(t.dev, t.bar0, 8 * MiB + 128 * KiB - 8,
+                   0x0102030405060708ULL);
+    g_assert_cmphex(qpci_io_readl(t.dev, t.bar0, 8 * MiB + 0x40), ==,
+                    0x12345678);
+    g_assert_cmphex(qpci_io_readq(t.dev, t.bar0, 8 * MiB + 128 * KiB - 8),
+                    ==, 0x0102030405060708ULL);
     /* MSI-X with 64 vectors, PCI Express with Function Level Reset */
     msix = qpci_find_capability(t.dev, PCI_CAP_ID_MSIX, 0);
     g_assert_cmphex(msix, !=, 0);

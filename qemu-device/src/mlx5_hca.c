@@ -2,7 +2,8 @@
  * hcasim: emulated Mellanox ConnectX-5 (mlx5) InfiniBand HCA
  *
  * This file is only the QEMU side: QOM registration, PCI config space,
- * BAR0 (initialization segment and UAR pages), MSI-X in its own BAR, DMA
+ * BAR0 (initialization segment and UAR pages; the device memory mapped
+ * as RAM over it, see below), MSI-X in its own BAR, DMA
  * through pci_dma_read/write, the bottom half and timer the model asks for,
  * and the device properties.  Everything the HCA does lives in the hcasim
  * model library (hca-model/), reached through hcasim/hca_model.h.
@@ -74,6 +75,7 @@ struct Mlx5HcaState {
     PCIDevice parent_obj;
 
     MemoryRegion bar0;
+    MemoryRegion memic; /* device memory (MEMIC), a RAM subregion of bar0 */
     QEMUBH *bh;
     QEMUTimer *timer;
     HcaModel *model;
@@ -395,9 +397,12 @@ static void mlx5_hca_init_link(PCIDevice *pdev)
                  PCI_EXP_LNKCAP2_SLS_8_0GB);
 }
 
-static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
+/*
+ * The model and what it needs before it exists: the migration blocker and
+ * the device memory it shares with the guest.
+ */
+static bool mlx5_hca_new_model(Mlx5HcaState *s, Error **errp)
 {
-    Mlx5HcaState *s = MLX5_HCA(pdev);
     HcaModelConfig cfg = {
         .node_guid = s->node_guid,
         .trace_path = s->trace_path,
@@ -408,16 +413,7 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
         .faults = s->faults,
     };
     char err[256] = "";
-    unsigned i;
-
-    pci_config_set_vendor_id(pdev->config, HCA_MODEL_PCI_VENDOR_ID);
-    pci_config_set_device_id(pdev->config, HCA_MODEL_PCI_DEVICE_ID);
-    pci_config_set_class(pdev->config, HCA_MODEL_PCI_CLASS);
-    pci_config_set_revision(pdev->config, 0);
-    pci_set_word(pdev->config + PCI_SUBSYSTEM_VENDOR_ID,
-                 HCA_MODEL_PCI_VENDOR_ID);
-    pci_set_word(pdev->config + PCI_SUBSYSTEM_ID, HCA_MODEL_PCI_SUBSYS_ID);
-    pci_config_set_interrupt_pin(pdev->config, 1);
+    Error *local_err = NULL;
 
     /*
      * The HCA's state lives in the model (objects, queues, timers, packets
@@ -430,12 +426,46 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
                "packets in flight, the fabric link) cannot be migrated; "
                "unplug the device first");
     if (mlx5_hca_add_blocker(&s->migration_blocker, errp) < 0) {
-        return;
+        return false;
     }
+    /*
+     * The device memory (ibv_alloc_dm) is RAM that guest loads and stores
+     * reach directly; the model's data path reads and writes the same
+     * bytes. QEMU owns it, so it outlives the model until the device is
+     * finalized, past the unmapping of its BAR.
+     */
+    memory_region_init_ram_nomigrate(&s->memic, OBJECT(s), "mlx5-hca-memic",
+                                     HCA_MODEL_MEMIC_SIZE, &local_err);
+    if (local_err) {
+        error_propagate(errp, local_err);
+        mlx5_hca_del_blocker(&s->migration_blocker);
+        return false;
+    }
+    cfg.memic = memory_region_get_ram_ptr(&s->memic);
     s->model = hca_model_new(&mlx5_hca_host_ops, s, &cfg, err, sizeof(err));
     if (!s->model) {
         error_setg(errp, "mlx5-hca: %s", err);
         mlx5_hca_del_blocker(&s->migration_blocker);
+        return false;
+    }
+    return true;
+}
+
+static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
+{
+    Mlx5HcaState *s = MLX5_HCA(pdev);
+    unsigned i;
+
+    pci_config_set_vendor_id(pdev->config, HCA_MODEL_PCI_VENDOR_ID);
+    pci_config_set_device_id(pdev->config, HCA_MODEL_PCI_DEVICE_ID);
+    pci_config_set_class(pdev->config, HCA_MODEL_PCI_CLASS);
+    pci_config_set_revision(pdev->config, 0);
+    pci_set_word(pdev->config + PCI_SUBSYSTEM_VENDOR_ID,
+                 HCA_MODEL_PCI_VENDOR_ID);
+    pci_set_word(pdev->config + PCI_SUBSYSTEM_ID, HCA_MODEL_PCI_SUBSYS_ID);
+    pci_config_set_interrupt_pin(pdev->config, 1);
+
+    if (!mlx5_hca_new_model(s, errp)) {
         return;
     }
     s->bh = qemu_bh_new_guarded(mlx5_hca_bh, s,
@@ -444,6 +474,8 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
 
     memory_region_init_io(&s->bar0, OBJECT(s), &mlx5_hca_bar0_ops, s,
                           "mlx5-hca-bar0", HCA_MODEL_BAR0_SIZE);
+    memory_region_add_subregion_overlap(&s->bar0, HCA_MODEL_MEMIC_BAR_OFFSET,
+                                        &s->memic, 1);
     pci_register_bar(pdev, MLX5_HCA_BAR0,
                      PCI_BASE_ADDRESS_SPACE_MEMORY |
                      PCI_BASE_ADDRESS_MEM_TYPE_64 |

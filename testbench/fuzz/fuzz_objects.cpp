@@ -36,6 +36,7 @@ struct World {
     // Objects the current input created, by kind; destroyed afterwards in
     // dependency order (QPs first).
     std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, srqs, xsrqs, rmps, uars;
+    std::vector<std::pair<uint64_t, uint32_t>> memics;  // device memory: BAR0 address, bytes
 
     void setup() {
         hcafuzz::fresh_device(b, d);
@@ -102,12 +103,13 @@ void create_eq(World &x, Input &in) {
 }
 
 void create_mkey(World &x, Input &in) {
-    const unsigned mode = in.pick(4);  // PA, MTT, free UMR-enabled, KLM
+    const unsigned mode = in.pick(5);  // PA, MTT, free UMR-enabled, KLM, MEMIC (device memory)
     const unsigned oct = mode == 0 ? 0 : in.u8() % 9;
     auto box = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes + (mode == 2 ? 0 : oct * 16));
     const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
     const uint8_t access = in.u8();
     ifc::set(box.data(), ifc::in(e, ifc::mkc::access_mode_1_0), mode == 0 ? 0 : mode == 3 ? 2 : 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::access_mode_4_2), mode == 4);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::lr), 1);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::lw), access & 1);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::rr), (access >> 1) & 1);
@@ -119,7 +121,8 @@ void create_mkey(World &x, Input &in) {
     ifc::set(box.data(), ifc::in(e, ifc::mkc::pd), pick(in, x.pds));
     ifc::set(box.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::mkey_7_0), in.u8());
-    ifc::set(box.data(), ifc::in(e, ifc::mkc::start_addr), in.flag() ? 0x10000 : in.u64());
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::start_addr),
+             in.flag() ? (mode == 4 ? HCA_MODEL_MEMIC_BAR_OFFSET + in.u16() * 4 : 0x10000) : in.u64());
     ifc::set(box.data(), ifc::in(e, ifc::mkc::len), in.flag() ? oct * 8192 : in.u32());
     ifc::set(box.data(), ifc::in(e, ifc::mkc::log_page_size), in.flag() ? 12 : in.u8() & 0x3f);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::translations_octword_size), oct);
@@ -357,6 +360,8 @@ void hca_cmd(World &x, Input &in) {
         {hca::kOpAllocPd, 16, 16, false},
         {hca::kOpAllocXrcd, 16, 16, false},
         {hca::kOpAllocQCounter, 16, 16, false},
+        {hca::kOpAllocMemic, ifc::alloc_memic_in::size_bytes, ifc::alloc_memic_out::size_bytes, false},
+        {hca::kOpDeallocMemic, ifc::dealloc_memic_in::size_bytes, 16, false},
         {hca::kOpManagePages, 16 + 64, 16 + 64, true},
         {hca::kOpSetHcaCap, ifc::set_hca_cap_in::size_bytes, 16, true},
         {hca::kOpSetIssi, 16, 16, true},
@@ -375,6 +380,19 @@ void hca_cmd(World &x, Input &in) {
         box[16 + 1] = in.u8();  // local port
     } else if (op.opcode == hca::kOpDeallocUar) {
         ifc::set(box.data(), ifc::dealloc_uar_in::uar, pick(in, x.uars));
+    } else if (op.opcode == hca::kOpAllocMemic) {
+        // Mostly a range of the device memory as mlx5_ib names one, sometimes anything.
+        const bool near = in.u8() < 220;
+        ifc::set(box.data(), ifc::alloc_memic_in::range_start_addr,
+                 near ? HCA_MODEL_MEMIC_BAR_OFFSET + (in.u8() % 40) * 4096 : in.u64());
+        ifc::set(box.data(), ifc::alloc_memic_in::range_size, near ? 4096 * (1 + in.u8() % 4) : in.u32());
+        ifc::set(box.data(), ifc::alloc_memic_in::memic_size, near ? 64 * (1 + in.u8() % 80) : in.u32());
+        ifc::set(box.data(), ifc::alloc_memic_in::log_memic_addr_alignment, in.u8() % 8);
+    } else if (op.opcode == hca::kOpDeallocMemic) {
+        const auto m = !x.memics.empty() && in.u8() < 220 ? x.memics[in.u8() % x.memics.size()]
+                                                          : std::pair<uint64_t, uint32_t>{in.u64(), in.u32()};
+        ifc::set(box.data(), ifc::dealloc_memic_in::memic_start_addr, m.first);
+        ifc::set(box.data(), ifc::dealloc_memic_in::memic_size, in.flag() ? m.second : in.u32());
     } else if (op.opcode == hca::kOpManagePages) {
         ifc::set(box.data(), ifc::manage_pages_in::input_num_entries, in.u8() % 9);
         for (unsigned i = 0; i < 8; ++i) {
@@ -395,6 +413,13 @@ void hca_cmd(World &x, Input &in) {
             x.pds.push_back(id);
         } else if (op.opcode == hca::kOpAllocXrcd) {
             x.xrcds.push_back(id);
+        } else if (op.opcode == hca::kOpAllocMemic) {
+            x.memics.emplace_back(r.get(ifc::alloc_memic_out::memic_start_addr),
+                                  static_cast<uint32_t>(ifc::get(box.data(), ifc::alloc_memic_in::memic_size)));
+        } else if (op.opcode == hca::kOpDeallocMemic) {
+            std::erase(x.memics, std::pair<uint64_t, uint32_t>{
+                                     ifc::get(box.data(), ifc::dealloc_memic_in::memic_start_addr),
+                                     static_cast<uint32_t>(ifc::get(box.data(), ifc::dealloc_memic_in::memic_size))});
         } else if (op.opcode == hca::kOpAllocQCounter) {
             x.qcounters.push_back(id & 0xff);
         }
@@ -435,6 +460,16 @@ void cleanup(World &x) {
         }
         list.clear();
     }
+    for (const auto &[addr, bytes] : x.memics) {
+        if (!x.dirty) {
+            auto box = Driver::inbox(hca::kOpDeallocMemic, 0, ifc::dealloc_memic_in::size_bytes);
+            ifc::set(box.data(), ifc::dealloc_memic_in::memic_start_addr, addr);
+            ifc::set(box.data(), ifc::dealloc_memic_in::memic_size, bytes);
+            const auto r = x.d.exec(box, 16);
+            x.dirty = !r.completed || r.delivery || r.status;
+        }
+    }
+    x.memics.clear();
     if (x.dirty || hcafuzz::host_used(x.b.host) > (40u << 20)) {
         x.setup();
     }

@@ -138,7 +138,7 @@ bool gather(Device &dev, const Qp &qp, uint16_t index, const GatherList &msg, ui
             return false;
         }
         for (const DmaChunk &c : chunks) {
-            if (!dev.dma_read(c.addr, out + pos, c.len)) {
+            if (!dev.mem_read(c.addr, out + pos, c.len)) {
                 dev.guest_error("qpn=0x{:x} SGE lkey=0x{:x} translates to 0x{:x}, not guest memory", qp.qpn, s.lkey,
                                 c.addr);
                 synd = kSyndLocalProt;
@@ -175,7 +175,7 @@ bool scatter(Device &dev, const Qp &qp, uint32_t pd, const SgeList &sges, uint32
             return false;
         }
         for (const DmaChunk &c : chunks) {
-            if (!dev.dma_write(c.addr, data.data() + pos, c.len)) {
+            if (!dev.mem_write(c.addr, data.data() + pos, c.len)) {
                 synd = kSyndLocalProt;
                 return false;
             }

@@ -389,7 +389,7 @@ bool RcResponder::on_write(Qp &qp, const iba::PacketView &v) {
     dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_, qp.qpn);
     size_t pos = 0;
     for (const DmaChunk &c : chunks_) {
-        dev_.dma_write(c.addr, v.payload.data() + pos, c.len);
+        dev_.mem_write(c.addr, v.payload.data() + pos, c.len);
         pos += c.len;
     }
     w.offset += static_cast<uint32_t>(v.payload.size());
@@ -553,7 +553,7 @@ bool RcResponder::on_read(Qp &qp, const iba::PacketView &v, bool fresh) {
         uint32_t got = 0;
         while (got < n && chunk < chunks.size()) {
             const uint32_t m = std::min(n - got, chunks[chunk].len - chunk_off);
-            if (!dev_.dma_read(chunks[chunk].addr + chunk_off, data + got, m)) {
+            if (!dev_.mem_read(chunks[chunk].addr + chunk_off, data + got, m)) {
                 dev_.recycle(std::move(pkt));
                 fail(qp, psn, kNakRemoteOp, 0, "read source not guest memory");
                 return false;
@@ -605,7 +605,7 @@ bool RcResponder::on_atomic(Qp &qp, const iba::PacketView &v) {
         return false;
     }
     uint64_t orig = 0;
-    if (!dev_.dma_read(chunks[0].addr, &orig, 8)) {
+    if (!dev_.mem_read(chunks[0].addr, &orig, 8)) {
         fail(qp, psn, kNakRemoteOp, 0, "atomic target not guest memory");
         return false;
     }
@@ -617,7 +617,7 @@ bool RcResponder::on_atomic(Qp &qp, const iba::PacketView &v) {
     } else {
         value = orig + v.atomic->swap_add.get();
     }
-    dev_.dma_write(chunks[0].addr, &value, 8);
+    dev_.mem_write(chunks[0].addr, &value, 8);
     qp.rc.atomic_replay[psn] = orig;
     while (qp.rc.atomic_replay.size() > 16) {
         qp.rc.atomic_replay.erase(qp.rc.atomic_replay.begin());

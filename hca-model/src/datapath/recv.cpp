@@ -178,13 +178,13 @@ uint8_t Receiver::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::Pac
             if (done < 40) {
                 const uint32_t m = static_cast<uint32_t>(std::min<size_t>(n, 40 - done));
                 if (v.grh) {
-                    dev_.dma_write(a, reinterpret_cast<const uint8_t *>(v.grh) + done, m);
+                    dev_.mem_write(a, reinterpret_cast<const uint8_t *>(v.grh) + done, m);
                 }
                 a += m;
                 n -= m;
                 done += m;
             }
-            if (n && !dev_.dma_write(a, v.payload.data() + (done - 40), n)) {
+            if (n && !dev_.mem_write(a, v.payload.data() + (done - 40), n)) {
                 return kSyndLocalProt;
             }
             done += n;

@@ -103,7 +103,7 @@ bool UmrEngine::fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, 
     std::vector<uint8_t> raw(bytes);
     size_t pos = 0;
     for (const DmaChunk &ch : chunks_) {
-        if (!dev_.dma_read(ch.addr, raw.data() + pos, ch.len)) {
+        if (!dev_.mem_read(ch.addr, raw.data() + pos, ch.len)) {
             dev_.guest_error("qpn=0x{:x} UMR translation list at 0x{:x} is not guest memory", qp.qpn, ch.addr);
             synd = kSyndLocalProt;
             return false;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <span>
 
+#include "objects/devmem.h"
+
 namespace hca {
 
 namespace {
@@ -65,7 +67,7 @@ const CapEntry kGeneralCaps[] = {
     // Firmware interface.
     GEN(driver_version, 1, 1, false),
     GEN(cmdif_checksum, 0, 0, true),
-    GEN(mcam_reg, 1, 1, false),  // MCAM: MCQS/MCQI for devlink info
+    GEN(mcam_reg, 1, 1, false),                    // MCAM: MCQS/MCQI for devlink info
     GEN(general_notification_event, 1, 1, false),  // GENERAL_EVENT EQEs (eq.c gather_async_events_mask())
     GEN(atomic, 1, 1, false),
     GEN(block_lb_mc, 1, 1, false),    // IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK (qpc.block_lb_mc)
@@ -74,7 +76,8 @@ const CapEntry kGeneralCaps[] = {
     // IPoIB checksum offload and LSO on UD QPs with ulp_stateless_offload_mode
     // 1 (IB_DEVICE_UD_IP_CSUM, IBK_UD_TSO; datapath/ipoib_offload.h).
     GEN(ipoib_basic_offloads, 1, 1, false),
-    GEN(cqe_128_always, 1, 1, false), // cqe_sz 2: 128-byte CQEs written whole (mlx5dv CQE 128B padding)
+    GEN(cqe_128_always, 1, 1, false),  // cqe_sz 2: 128-byte CQEs written whole (mlx5dv CQE 128B padding)
+    GEN(device_memory, 1, 1, false),   // the device_mem_cap page (kDevMemCaps)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
     // Q counters (objects/counters.h): mlx5_ib's hw_counters per port and
     // per bound rdma counter, moving a bound RTS QP with RTS2RTS.
@@ -98,6 +101,23 @@ const CapEntry kAtomicCaps[] = {
 };
 
 #undef ATOMIC
+#define DEVMEM(f, v)                            \
+    CapEntry {                                  \
+        ifc::device_mem_cap::f, #f, v, v, false \
+    }
+
+// Device memory (objects/devmem.h): MEMIC in BAR0, allocated in 64-byte
+// granules, no MEMIC operations (atomic ops through the BAR are CX-6 on).
+const CapEntry kDevMemCaps[] = {
+    DEVMEM(memic, 1),
+    DEVMEM(log_min_memic_alloc_size, DevMem::kLogMinAlloc),
+    DEVMEM(log_max_memic_addr_alignment, DevMem::kLogMaxAlignment),
+    DEVMEM(memic_bar_start_addr, DevMem::kBarOffset),
+    DEVMEM(memic_bar_size, DevMem::kBytes),
+    DEVMEM(max_memic_size, DevMem::kBytes),
+};
+
+#undef DEVMEM
 
 void fill(Caps::Image &img, std::span<const CapEntry> table, bool max) {
     img.fill(0);
@@ -112,6 +132,8 @@ std::span<const CapEntry> table_of(uint16_t type) {
         return kGeneralCaps;
     case kCapAtomic:
         return kAtomicCaps;
+    case kCapDevMem:
+        return kDevMemCaps;
     default:
         return {};
     }
@@ -122,6 +144,7 @@ std::span<const CapEntry> table_of(uint16_t type) {
 Caps::Caps() {
     pages_[kCapGeneral];
     pages_[kCapAtomic];
+    pages_[kCapDevMem];
     reset();
 }
 

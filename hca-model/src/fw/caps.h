@@ -17,6 +17,7 @@ namespace hca {
 enum CapType : uint16_t {
     kCapGeneral = 0x0,
     kCapAtomic = 0x3,
+    kCapDevMem = 0xf,
 };
 
 struct CapEntry {

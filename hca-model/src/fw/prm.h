@@ -94,6 +94,8 @@ enum Opcode : uint16_t {
     kOpCreateMkey = 0x200,
     kOpQueryMkey = 0x201,
     kOpDestroyMkey = 0x202,
+    kOpAllocMemic = 0x205,
+    kOpDeallocMemic = 0x206,
     kOpCreateCq = 0x400,
     kOpDestroyCq = 0x401,
     kOpQueryCq = 0x402,

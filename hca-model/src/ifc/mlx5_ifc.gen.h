@@ -2010,6 +2010,62 @@ struct query_hca_vport_pkey_in {
     static constexpr Field vport_number{0x50, 16};
     static constexpr Field pkey_index{0x70, 16};
 };
+struct device_mem_cap {
+    static constexpr uint32_t size_bits = 0x800;
+    static constexpr uint32_t size_bytes = 0x100;
+    static constexpr uint32_t fixed_bytes = 0x100;
+    static constexpr Field memic{0x0, 1};
+    static constexpr Field log_min_memic_alloc_size{0x2b, 5};
+    static constexpr Field log_max_memic_addr_alignment{0x38, 8};
+    static constexpr Field memic_bar_start_addr{0x40, 64};
+    static constexpr Field memic_bar_size{0x80, 32};
+    static constexpr Field max_memic_size{0xa0, 32};
+    static constexpr Field steering_sw_icm_start_address{0xc0, 64};
+    static constexpr Field log_header_modify_sw_icm_size{0x108, 8};
+    static constexpr Field log_sw_icm_alloc_granularity{0x112, 6};
+    static constexpr Field log_steering_sw_icm_size{0x118, 8};
+    static constexpr Field log_indirect_encap_sw_icm_size{0x120, 8};
+    static constexpr Field log_header_modify_pattern_sw_icm_size{0x138, 8};
+    static constexpr Field header_modify_sw_icm_start_address{0x140, 64};
+    static constexpr Field header_modify_pattern_sw_icm_start_address{0x1c0, 64};
+    static constexpr Field memic_operations{0x200, 32};
+    static constexpr Field indirect_encap_sw_icm_start_address{0x240, 64};
+};
+struct alloc_memic_in {
+    static constexpr uint32_t size_bits = 0x100;
+    static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field log_memic_addr_alignment{0x78, 8};
+    static constexpr Field range_start_addr{0x80, 64};
+    static constexpr Field range_size{0xc0, 32};
+    static constexpr Field memic_size{0xe0, 32};
+};
+struct alloc_memic_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field memic_start_addr{0x40, 64};
+};
+struct dealloc_memic_in {
+    static constexpr uint32_t size_bits = 0x100;
+    static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field memic_start_addr{0x80, 64};
+    static constexpr Field memic_size{0xc0, 32};
+};
+struct dealloc_memic_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
 struct alloc_q_counter_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;

@@ -64,6 +64,8 @@ const char *mode_name(MkeyMode mode) {
     case MkeyMode::Mtt: return "MTT";
     case MkeyMode::Klm: return "KLM";
     case MkeyMode::Ksm: return "KSM";
+    case MkeyMode::Memic:
+        return "MEMIC";
     }
     return "?";
 }
@@ -99,6 +101,15 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
     if (len == 0) {
         return XlatError::None;
     }
+    if (m->mode == MkeyMode::Memic) {
+        // Zero based (ibv_reg_dm_mr's IBV_ACCESS_ZERO_BASED): va is the
+        // offset into the key; start is where it begins in BAR0.
+        if (len > m->len || va > m->len - len) {
+            return XlatError::Bounds;
+        }
+        out.push_back({DevMem::tagged(m->start - DevMem::kBarOffset + va), static_cast<uint32_t>(len)});
+        return XlatError::None;
+    }
     if (!m->length64 && (va < m->start || len > m->len || va - m->start > m->len - len)) {
         return XlatError::Bounds;
     }
@@ -110,7 +121,11 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
         }
     };
     if (m->mode == MkeyMode::Pa) {
-        // Physical addressing: the address is the bus address.
+        // Physical addressing: the address is the bus address (never a
+        // device memory tag).
+        if (DevMem::is_tagged(va) || DevMem::is_tagged(va + len - 1)) {
+            return XlatError::NoTranslation;
+        }
         push(va, len);
         return XlatError::None;
     }
@@ -156,7 +171,7 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
     uint64_t left = len;
     while (left) {
         const uint64_t entry = ((cur & ~(psize - 1)) - base) >> shift;
-        if (entry >= m->mtt.size()) {
+        if (entry >= m->mtt.size() || DevMem::is_tagged(m->mtt[entry])) {
             return XlatError::NoTranslation;
         }
         const uint64_t in_page = cur & (psize - 1);
@@ -387,6 +402,14 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
 // entries loaded by the bind's UMR); no KSM, and no KLM list given at
 // creation (umr_indirect_mkey_disabled).
 bool MkeyTable::create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const {
+    if (mode == static_cast<uint32_t>(MkeyMode::Memic)) {
+        if (m.length64 || m.start < DevMem::kBarOffset || !DevMem::inside(m.start - DevMem::kBarOffset, m.len)) {
+            c.fail(Status::BadParam, "MEMIC key 0x{:x}+0x{:x} outside the device memory (BAR0 0x{:x}+0x{:x})", m.start,
+                   m.len, DevMem::kBarOffset, DevMem::kBytes);
+            return false;
+        }
+        return true;
+    }
     if (mode > 2) {
         c.fail(Status::BadParam, "access mode {} (KSM) is not supported", mode);
         return false;

@@ -1,7 +1,8 @@
 // Memory keys (CREATE/DESTROY/QUERY_MKEY) and the translation every SGE,
 // RDMA address and atomic goes through: key variant, free state, PD, the QP
 // a type 2 window is bound to, bounds, access rights, then physical (PA),
-// page-table (MTT) or indirect (KLM: memory windows) translation.
+// page-table (MTT), indirect (KLM: memory windows) or device memory (MEMIC)
+// translation.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@ struct CmdCtx;
 class Device;
 
 // mkc.access_mode (4:2 and 1:0 together).
-enum class MkeyMode : uint8_t { Pa = 0, Mtt = 1, Klm = 2, Ksm = 3 };
+enum class MkeyMode : uint8_t { Pa = 0, Mtt = 1, Klm = 2, Ksm = 3, Memic = 5 };
 
 // Access rights needed by an operation.
 enum Access : uint8_t {
