@@ -15,43 +15,6 @@ namespace {
 
 constexpr uint64_t kBar = HCA_MODEL_MEMIC_BAR_OFFSET;
 
-CmdResult alloc_memic(Driver &d, uint64_t range_start, uint32_t range, uint32_t size, uint8_t log_align = 0) {
-    auto in = Driver::inbox(hca::kOpAllocMemic, 0, ifc::alloc_memic_in::size_bytes);
-    ifc::set(in.data(), ifc::alloc_memic_in::range_start_addr, range_start);
-    ifc::set(in.data(), ifc::alloc_memic_in::range_size, range);
-    ifc::set(in.data(), ifc::alloc_memic_in::memic_size, size);
-    ifc::set(in.data(), ifc::alloc_memic_in::log_memic_addr_alignment, log_align);
-    return d.exec(in, ifc::alloc_memic_out::size_bytes);
-}
-
-uint8_t dealloc_memic(Driver &d, uint64_t addr, uint32_t size) {
-    auto in = Driver::inbox(hca::kOpDeallocMemic, 0, ifc::dealloc_memic_in::size_bytes);
-    ifc::set(in.data(), ifc::dealloc_memic_in::memic_start_addr, addr);
-    ifc::set(in.data(), ifc::dealloc_memic_in::memic_size, size);
-    return d.exec(in, ifc::dealloc_memic_out::size_bytes).status;
-}
-
-// A key over [bar_off, bar_off + len) of BAR0 as mlx5_ib_get_dm_mr() makes
-// it (access: the MrHandle bits, local write 1, remote read 4, write 8,
-// atomic 16).
-CmdResult memic_mkey(Driver &d, uint32_t pd, uint64_t bar_off, uint64_t len, uint8_t access) {
-    auto in = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
-    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_4_2), 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::lr), 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::lw), access & 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::rr), (access >> 2) & 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::rw), (access >> 3) & 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::a), (access >> 4) & 1);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), 0x5d);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::start_addr), bar_off);
-    ifc::set(in.data(), ifc::in(e, ifc::mkc::len), len);
-    return d.exec(in, ifc::create_mkey_out::size_bytes);
-}
-
 uint32_t key_of(const CmdResult &r) {
     return static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | 0x5d;
 }
@@ -81,35 +44,35 @@ TEST_CASE("device memory: ALLOC_MEMIC places, refuses and frees as the driver ex
     Driver d(b);
     d.bring_up();
     // mlx5_cmd_alloc_memic(): one page from page_idx on, size in 64-byte units.
-    auto a = alloc_memic(d, kBar, 4096, 4096);
+    auto a = d.alloc_memic(kBar, 4096, 4096);
     REQUIRE(a.status == 0);
     CHECK(a.get(ifc::alloc_memic_out::memic_start_addr) == kBar);
     // The same range again is taken: NO_RESOURCES, which dm.c turns into
     // -EAGAIN and a try at the next page.
-    CHECK(alloc_memic(d, kBar, 4096, 4096).status == 0x0f);
-    auto c = alloc_memic(d, kBar + 4096, 4096, 192, 2);
+    CHECK(d.alloc_memic(kBar, 4096, 4096).status == 0x0f);
+    auto c = d.alloc_memic(kBar + 4096, 4096, 192, 2);
     REQUIRE(c.status == 0);
     CHECK(c.get(ifc::alloc_memic_out::memic_start_addr) == kBar + 4096);
     // A second allocation in the rest of that range lands at the next
     // 256-byte boundary (64 << 2).
-    auto e = alloc_memic(d, kBar + 4096, 4096, 64, 2);
+    auto e = d.alloc_memic(kBar + 4096, 4096, 64, 2);
     REQUIRE(e.status == 0);
     CHECK(e.get(ifc::alloc_memic_out::memic_start_addr) == kBar + 4096 + 256);
 
-    CHECK(alloc_memic(d, kBar - 4096, 4096, 4096).status == 0x03);                       // below the memory
-    CHECK(alloc_memic(d, kBar + HCA_MODEL_MEMIC_SIZE - 4096, 8192, 64).status == 0x03);  // past its end
-    CHECK(alloc_memic(d, kBar + 8192, 4096, 100).status == 0x03);                        // not 64-byte units
-    CHECK(alloc_memic(d, kBar + 8192, 4096, 8192).status == 0x03);                       // larger than the range
-    CHECK(alloc_memic(d, kBar + 8192, 4096, 0).status == 0x03);
-    CHECK(alloc_memic(d, kBar + 8192, 4096, 64, 7).status == 0x03);  // alignment beyond the capability
+    CHECK(d.alloc_memic(kBar - 4096, 4096, 4096).status == 0x03);                       // below the memory
+    CHECK(d.alloc_memic(kBar + HCA_MODEL_MEMIC_SIZE - 4096, 8192, 64).status == 0x03);  // past its end
+    CHECK(d.alloc_memic(kBar + 8192, 4096, 100).status == 0x03);                        // not 64-byte units
+    CHECK(d.alloc_memic(kBar + 8192, 4096, 8192).status == 0x03);                       // larger than the range
+    CHECK(d.alloc_memic(kBar + 8192, 4096, 0).status == 0x03);
+    CHECK(d.alloc_memic(kBar + 8192, 4096, 64, 7).status == 0x03);  // alignment beyond the capability
     CHECK(b.dev.devmem.allocations() == 3);
 
-    CHECK(dealloc_memic(d, kBar, 64) == 0x03);  // another size than allocated
-    CHECK(dealloc_memic(d, kBar + 64, 4096) == 0x03);
+    CHECK(d.dealloc_memic(kBar, 64) == 0x03);  // another size than allocated
+    CHECK(d.dealloc_memic(kBar + 64, 4096) == 0x03);
     // What one owner wrote is gone for the next.
     std::memset(b.dev.devmem.base(), 0xab, 4096);
-    CHECK(dealloc_memic(d, kBar, 4096) == 0);
-    auto again = alloc_memic(d, kBar, 4096, 4096);
+    CHECK(d.dealloc_memic(kBar, 4096) == 0);
+    auto again = d.alloc_memic(kBar, 4096, 4096);
     REQUIRE(again.status == 0);
     CHECK(b.dev.devmem.base()[0] == 0);
     CHECK(b.dev.devmem.base()[4095] == 0);
@@ -136,10 +99,10 @@ TEST_CASE("device memory: BAR0 reads and writes reach it when the host does not 
 TEST_CASE("device memory: MEMIC keys under SEND, RDMA WRITE, READ and atomics", "[devmem][rc]") {
     Pair p;
     // Each side's device memory: 4 KiB at BAR offset +8 KiB, a zero-based key over it.
-    REQUIRE(alloc_memic(p.a.d, kBar + 8192, 4096, 4096).status == 0);
-    REQUIRE(alloc_memic(p.b.d, kBar + 8192, 4096, 4096).status == 0);
-    auto ka = memic_mkey(p.a.d, p.a.pd, kBar + 8192, 4096, 0x1f);
-    auto kb = memic_mkey(p.b.d, p.b.pd, kBar + 8192, 4096, 0x1f);
+    REQUIRE(p.a.d.alloc_memic(kBar + 8192, 4096, 4096).status == 0);
+    REQUIRE(p.b.d.alloc_memic(kBar + 8192, 4096, 4096).status == 0);
+    auto ka = p.a.d.create_memic_mkey(p.a.pd, kBar + 8192, 4096, 0x1f);
+    auto kb = p.b.d.create_memic_mkey(p.b.pd, kBar + 8192, 4096, 0x1f);
     REQUIRE((ka.status == 0 && kb.status == 0));
     const uint32_t dma = key_of(ka), dmb = key_of(kb);
     uint8_t *mema = p.a.d.bench().dev.devmem.base() + 8192;
@@ -202,9 +165,9 @@ TEST_CASE("device memory: MEMIC keys outside the memory are refused, bus address
     Driver d(b);
     d.bring_up();
     const uint32_t pd = d.alloc_pd();
-    CHECK(memic_mkey(d, pd, kBar - 64, 128, 1).status == 0x03);
-    CHECK(memic_mkey(d, pd, kBar + HCA_MODEL_MEMIC_SIZE - 64, 128, 1).status == 0x03);
-    REQUIRE(memic_mkey(d, pd, kBar, HCA_MODEL_MEMIC_SIZE, 1).status == 0);
+    CHECK(d.create_memic_mkey(pd, kBar - 64, 128, 1).status == 0x03);
+    CHECK(d.create_memic_mkey(pd, kBar + HCA_MODEL_MEMIC_SIZE - 64, 128, 1).status == 0x03);
+    REQUIRE(d.create_memic_mkey(pd, kBar, HCA_MODEL_MEMIC_SIZE, 1).status == 0);
     // A physical-address key with the device memory's tag bit set in the
     // address translates to nothing.
     const uint32_t pa = d.create_pa_mkey(pd);
@@ -217,14 +180,14 @@ TEST_CASE("device memory: teardown and reset free every allocation and zero the 
     Bench b;
     Driver d(b);
     d.bring_up();
-    REQUIRE(alloc_memic(d, kBar, 4096, 4096).status == 0);
+    REQUIRE(d.alloc_memic(kBar, 4096, 4096).status == 0);
     b.dev.devmem.base()[10] = 0x77;
     REQUIRE(d.exec(Driver::inbox(hca::kOpTeardownHca, 0, 16), 16).status == 0);
     CHECK(b.dev.devmem.allocations() == 0);
     CHECK(b.dev.devmem.base()[10] == 0);
     b.dev.reset();
     d.bring_up();
-    REQUIRE(alloc_memic(d, kBar, 4096, 4096).status == 0);
+    REQUIRE(d.alloc_memic(kBar, 4096, 4096).status == 0);
     b.dev.devmem.base()[10] = 0x77;
     b.dev.reset();
     CHECK(b.dev.devmem.allocations() == 0);

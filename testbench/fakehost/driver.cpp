@@ -281,6 +281,40 @@ uint32_t Driver::create_pa_mkey(uint32_t pd, uint8_t variant, bool remote) {
     return static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | variant;
 }
 
+CmdResult Driver::alloc_memic(uint64_t range_start, uint32_t range, uint32_t size, uint8_t log_align) {
+    auto in = inbox(hca::kOpAllocMemic, 0, ifc::alloc_memic_in::size_bytes);
+    ifc::set(in.data(), ifc::alloc_memic_in::range_start_addr, range_start);
+    ifc::set(in.data(), ifc::alloc_memic_in::range_size, range);
+    ifc::set(in.data(), ifc::alloc_memic_in::memic_size, size);
+    ifc::set(in.data(), ifc::alloc_memic_in::log_memic_addr_alignment, log_align);
+    return exec(in, ifc::alloc_memic_out::size_bytes);
+}
+
+uint8_t Driver::dealloc_memic(uint64_t addr, uint32_t size) {
+    auto in = inbox(hca::kOpDeallocMemic, 0, ifc::dealloc_memic_in::size_bytes);
+    ifc::set(in.data(), ifc::dealloc_memic_in::memic_start_addr, addr);
+    ifc::set(in.data(), ifc::dealloc_memic_in::memic_size, size);
+    return exec(in, ifc::dealloc_memic_out::size_bytes).status;
+}
+
+CmdResult Driver::create_memic_mkey(uint32_t pd, uint64_t bar_off, uint64_t len, uint8_t access, uint8_t variant) {
+    auto in = inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 1);  // MEMIC: 0x5
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_4_2), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lr), 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::lw), access & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::rr), (access >> 2) & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::rw), (access >> 3) & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::a), (access >> 4) & 1);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), variant);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::start_addr), bar_off);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::len), len);
+    return exec(in, ifc::create_mkey_out::size_bytes);
+}
+
 MrHandle Driver::create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8_t access, CmdResult *res) {
     MrHandle mr;
     mr.iova = iova;

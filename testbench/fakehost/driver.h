@@ -114,6 +114,13 @@ class Driver {
     uint32_t create_pa_mkey(uint32_t pd, uint8_t variant = 0x11, bool remote = false);
     // An MTT key for a fresh buffer of len bytes starting at iova (4 KiB pages).
     MrHandle create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8_t access = 0x3, CmdResult *res = nullptr);
+    // Device memory as mlx5_ib's dm.c asks for it: ALLOC_MEMIC of size bytes
+    // in [range_start, +range) of BAR0 (alignment 64 << log_align).
+    CmdResult alloc_memic(uint64_t range_start, uint32_t range, uint32_t size, uint8_t log_align = 0);
+    uint8_t dealloc_memic(uint64_t addr, uint32_t size);
+    // A zero-based MEMIC key over [bar_off, bar_off + len) of BAR0, as
+    // mlx5_ib_get_dm_mr() makes it (access bits as create_mtt_mkey's).
+    CmdResult create_memic_mkey(uint32_t pd, uint64_t bar_off, uint64_t len, uint8_t access, uint8_t variant = 0x5d);
     // cqe_sz: 0 64-byte CQEs, 1 128-byte, 2 128-byte padded.
     CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr, unsigned cqe_sz = 0);
     // qpc fields beyond the defaults: set qp_fill before create_qp (used once).

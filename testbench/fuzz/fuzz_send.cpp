@@ -3,7 +3,8 @@
 // too), a UD QP, and the REG_UMR QP; each input posts WQEs whose opcode,
 // control flags, segments (datagram/AV, XRC, remote address, atomic, UMR
 // control + mkey + translations or a memory window bind's KLM entries,
-// inline data, scatter entries with real or bogus keys, a window's among
+// inline data, scatter entries with real or bogus keys, a window's and a
+// device-memory (MEMIC) key among
 // them) and lengths it chooses, then rings the doorbell (whole or in two
 // halves, with a right or wrong WQE count). An IPoIB offload UD QP adds the
 // Ethernet segment: checksum flags, MSS and an inline header (a real TCP/IP
@@ -38,6 +39,7 @@ struct World {
     Bench b;
     Driver d{b};
     uint32_t uar = 0, pd = 0, xrcd = 0, lkey = 0, free_key = 0, xsrqn = 0;
+    uint32_t memic_key = 0;  // 8 KiB of device memory, zero based
     MrHandle mr;
     EqHandle eq;
     CqHandle cq;
@@ -52,6 +54,11 @@ struct World {
         xrcd = d.alloc_xrcd();
         lkey = d.create_pa_mkey(pd, 0x11, true);
         mr = d.create_mtt_mkey(pd, 0x7000, 3 * 4096, 0x1f);
+        d.alloc_memic(HCA_MODEL_MEMIC_BAR_OFFSET, 8192, 8192);
+        memic_key = static_cast<uint32_t>(d.create_memic_mkey(pd, HCA_MODEL_MEMIC_BAR_OFFSET, 8192, 0x1f)
+                                              .get(hca::ifc::create_mkey_out::mkey_index))
+                        << 8 |
+                    0x5d;
         cq = d.create_cq(10, eq.eqn, uar);
         buf = b.host.alloc(64 << 10);
         d.activate_port(kLid);
@@ -180,6 +187,8 @@ uint32_t key(World &x, Input &in) {
     case 0: return x.mr.key;
     case 1: return in.flag() ? x.free_key : (x.window & ~0xffu) | (in.u8() & 0xff);
     case 2: return in.u32();
+    case 5:
+        return x.memic_key;
     default: return x.lkey;
     }
 }
@@ -187,6 +196,9 @@ uint32_t key(World &x, Input &in) {
 uint64_t addr(World &x, Input &in, uint32_t k) {
     if (in.u8() > 240) {
         return in.u64();
+    }
+    if (k == x.memic_key) {
+        return in.u16() % 9000;  // zero based; past 8 KiB is out of the key
     }
     const uint64_t base = k == x.mr.key || k == x.free_key ? x.mr.iova : x.buf;
     return base + in.u16() % 20000;
