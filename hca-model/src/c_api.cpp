@@ -105,7 +105,6 @@ HcaModel *hca_model_new(const HcaHostOps *ops, void *opaque, const HcaModelConfi
             c.fabric = cfg->fabric;
             c.test_fault = cfg->test_fault ? cfg->test_fault : "";
             c.faults = cfg->faults ? cfg->faults : "";
-            c.memic = static_cast<uint8_t *>(cfg->memic);
         }
         return new HcaModel(*ops, opaque, c);
     } catch (const std::exception &e) {
@@ -233,10 +232,6 @@ char *hca_model_fault(HcaModel *m, const char *command) {
         out = strdup(s.c_str());
     });
     return out ? out : strdup("error internal error while handling the fault command\n");
-}
-
-void *hca_model_memic(HcaModel *m) {
-    return m->dev.devmem.base();
 }
 
 char *hca_model_info(HcaModel *m) {

@@ -28,7 +28,7 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       uars(*this, HCA_MODEL_BAR0_MMIO_SIZE >> kPageShift),
       eqs(*this),
       pds(*this),
-      devmem(*this, cfg.memic),
+      devmem(*this),
       qcounters(*this),
       mkeys(*this),
       cqs(*this),

@@ -68,7 +68,6 @@ struct DeviceConfig {
     std::string test_fault;
     // Faults to arm at power-on, ';'-separated (fault/faults.h syntax).
     std::string faults;
-    uint8_t *memic = nullptr;  // the host's device memory (HcaModelConfig::memic)
 };
 
 struct ConfigError : std::runtime_error {

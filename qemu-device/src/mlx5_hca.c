@@ -2,8 +2,8 @@
  * hcasim: emulated Mellanox ConnectX-5 (mlx5) InfiniBand HCA
  *
  * This file is only the QEMU side: QOM registration, PCI config space,
- * BAR0 (initialization segment and UAR pages; the device memory mapped
- * as RAM over it, see below), MSI-X in its own BAR, DMA
+ * BAR0 (initialization segment, UAR pages and device memory), MSI-X in
+ * its own BAR, DMA
  * through pci_dma_read/write, the bottom half and timer the model asks for,
  * and the device properties.  Everything the HCA does lives in the hcasim
  * model library (hca-model/), reached through hcasim/hca_model.h.
@@ -75,7 +75,6 @@ struct Mlx5HcaState {
     PCIDevice parent_obj;
 
     MemoryRegion bar0;
-    MemoryRegion memic; /* device memory (MEMIC), a RAM subregion of bar0 */
     QEMUBH *bh;
     QEMUTimer *timer;
     HcaModel *model;
@@ -397,10 +396,7 @@ static void mlx5_hca_init_link(PCIDevice *pdev)
                  PCI_EXP_LNKCAP2_SLS_8_0GB);
 }
 
-/*
- * The model and what it needs before it exists: the migration blocker and
- * the device memory it shares with the guest.
- */
+/* The model, and the migration blocker that comes with it. */
 static bool mlx5_hca_new_model(Mlx5HcaState *s, Error **errp)
 {
     HcaModelConfig cfg = {
@@ -413,7 +409,6 @@ static bool mlx5_hca_new_model(Mlx5HcaState *s, Error **errp)
         .faults = s->faults,
     };
     char err[256] = "";
-    Error *local_err = NULL;
 
     /*
      * The HCA's state lives in the model (objects, queues, timers, packets
@@ -428,20 +423,6 @@ static bool mlx5_hca_new_model(Mlx5HcaState *s, Error **errp)
     if (mlx5_hca_add_blocker(&s->migration_blocker, errp) < 0) {
         return false;
     }
-    /*
-     * The device memory (ibv_alloc_dm) is RAM that guest loads and stores
-     * reach directly; the model's data path reads and writes the same
-     * bytes. QEMU owns it, so it outlives the model until the device is
-     * finalized, past the unmapping of its BAR.
-     */
-    memory_region_init_ram_nomigrate(&s->memic, OBJECT(s), "mlx5-hca-memic",
-                                     HCA_MODEL_MEMIC_SIZE, &local_err);
-    if (local_err) {
-        error_propagate(errp, local_err);
-        mlx5_hca_del_blocker(&s->migration_blocker);
-        return false;
-    }
-    cfg.memic = memory_region_get_ram_ptr(&s->memic);
     s->model = hca_model_new(&mlx5_hca_host_ops, s, &cfg, err, sizeof(err));
     if (!s->model) {
         error_setg(errp, "mlx5-hca: %s", err);
@@ -474,8 +455,6 @@ static void mlx5_hca_realize(PCIDevice *pdev, Error **errp)
 
     memory_region_init_io(&s->bar0, OBJECT(s), &mlx5_hca_bar0_ops, s,
                           "mlx5-hca-bar0", HCA_MODEL_BAR0_SIZE);
-    memory_region_add_subregion_overlap(&s->bar0, HCA_MODEL_MEMIC_BAR_OFFSET,
-                                        &s->memic, 1);
     pci_register_bar(pdev, MLX5_HCA_BAR0,
                      PCI_BASE_ADDRESS_SPACE_MEMORY |
                      PCI_BASE_ADDRESS_MEM_TYPE_64 |

@@ -28,8 +28,8 @@ extern "C" {
 /*
  * BAR0: the model's registers (init segment, UAR pages) in its first
  * HCA_MODEL_BAR0_MMIO_SIZE bytes; device memory (MEMIC) at
- * HCA_MODEL_MEMIC_BAR_OFFSET, which the host maps as RAM over
- * hca_model_memic() (or forwards to hca_model_mmio_read/_write too).
+ * HCA_MODEL_MEMIC_BAR_OFFSET. The host forwards accesses to all of it to
+ * hca_model_mmio_read/_write.
  */
 #define HCA_MODEL_BAR0_SIZE (16u << 20)
 #define HCA_MODEL_BAR0_MMIO_SIZE (8u << 20) /* init segment + 2045 UAR pages */
@@ -81,10 +81,6 @@ typedef struct HcaModelConfig {
                                 * (requester CQEs carry a wrong opcode) */
     const char *faults;        /* NULL/"": none; faults armed at power-on,
                                 * ';'-separated (see hca_model_fault) */
-    void *memic;               /* HCA_MODEL_MEMIC_SIZE bytes of device memory
-                                * the host maps at HCA_MODEL_MEMIC_BAR_OFFSET
-                                * of BAR0 and frees after hca_model_free();
-                                * NULL: the model allocates it */
 } HcaModelConfig;
 
 /* Returns NULL and a message in err on a configuration error. */
@@ -148,11 +144,6 @@ bool hca_model_set_trace_filter(HcaModel *m, const char *filter);
  * is a line of the trace's "fault" category.
  */
 char *hca_model_fault(HcaModel *m, const char *command);
-
-/* The device memory (HCA_MODEL_MEMIC_SIZE bytes): HcaModelConfig's memic,
- * or the model's own, page aligned, valid until hca_model_free(). The model
- * zeroes it at power-on, reset and teardown. */
-void *hca_model_memic(HcaModel *m);
 
 /* A human-readable dump of the device state (caller frees with free()). */
 char *hca_model_info(HcaModel *m);

@@ -1,38 +1,24 @@
 #include "objects/devmem.h"
 
-#include <cstdlib>
+#include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "device.h"
 
 namespace hca {
 
-void DevMem::FreeAligned::operator()(uint8_t *p) const {
-    std::free(p);
-}
-
-DevMem::DevMem(Device &dev, uint8_t *mem) : dev_(dev), mem_(mem) {
-    if (!mem_) {
-        own_.reset(static_cast<uint8_t *>(std::aligned_alloc(4096, kBytes)));
-        if (!own_) {
-            throw std::bad_alloc();
-        }
-        mem_ = own_.get();
-    }
-    std::memset(mem_, 0, kBytes);
-}
+DevMem::DevMem(Device &dev) : dev_(dev), mem_(kBytes) {}
 
 void DevMem::reset() {
     allocs_.clear();
-    std::memset(mem_, 0, kBytes);
+    std::fill(mem_.begin(), mem_.end(), 0);
 }
 
 bool DevMem::read(uint64_t offset, void *buf, size_t len) const {
     if (!inside(offset, len)) {
         return false;
     }
-    std::memcpy(buf, mem_ + offset, len);
+    std::memcpy(buf, mem_.data() + offset, len);
     return true;
 }
 
@@ -40,7 +26,7 @@ bool DevMem::write(uint64_t offset, const void *buf, size_t len) {
     if (!inside(offset, len)) {
         return false;
     }
-    std::memcpy(mem_ + offset, buf, len);
+    std::memcpy(mem_.data() + offset, buf, len);
     return true;
 }
 
@@ -86,7 +72,7 @@ void DevMem::cmd_alloc_memic(CmdCtx &c) {
         return;
     }
     allocs_.emplace(at, size);
-    std::memset(mem_ + at, 0, size);  // nothing of an earlier owner is left to read
+    std::memset(mem_.data() + at, 0, size);  // nothing of an earlier owner is left to read
     c.set(ifc::alloc_memic_out::memic_start_addr, kBarOffset + at);
     HCA_TRACE(dev_, obj_alloc_memic, .addr = kBarOffset + at, .size = size, .range = start, .range_size = range);
 }

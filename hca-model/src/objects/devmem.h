@@ -2,16 +2,16 @@
 // and the data path reaches through MEMIC memory keys (ALLOC/DEALLOC_MEMIC,
 // device_mem_cap; ibv_alloc_dm, ibv_reg_dm_mr).
 //
-// The memory is kBytes of the model, exposed to the guest as RAM at BAR0
-// offset kBarOffset (the host maps base() there: QEMU as a RAM subregion of
-// BAR0, so guest loads and stores reach it without the model). ALLOC_MEMIC
+// The memory is kBytes of the model at BAR0 offset kBarOffset: guest loads
+// and stores reach it through Device::mmio_read/mmio_write, as CPU
+// accesses to a real HCA's device memory cross PCIe. ALLOC_MEMIC
 // places an allocation in a range the driver names; the data path addresses
 // the memory as tagged() offsets that Device::mem_read/mem_write route here.
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <memory>
+#include <vector>
 
 #include "hcasim/hca_model.h"
 
@@ -32,12 +32,10 @@ class DevMem {
     static uint64_t tagged(uint64_t offset) { return kTag | offset; }
     static bool is_tagged(uint64_t addr) { return addr & kTag; }
 
-    // mem: kBytes the host provides (it maps them into BAR0 and frees them
-    // after the model); nullptr: the model allocates its own.
-    DevMem(Device &dev, uint8_t *mem);
+    explicit DevMem(Device &dev);
     // Teardown and reset: every allocation is gone and the memory zeroed.
     void reset();
-    uint8_t *base() { return mem_; }
+    uint8_t *base() { return mem_.data(); }
     size_t allocations() const { return allocs_.size(); }
     // [offset, offset + len) inside the memory? (BAR0 offsets minus kBarOffset)
     static bool inside(uint64_t offset, uint64_t len) { return offset <= kBytes && len <= kBytes - offset; }
@@ -52,12 +50,8 @@ class DevMem {
     // by end; kBytes if there is none.
     uint64_t find_free(uint64_t from, uint64_t end, uint64_t len, uint64_t align) const;
 
-    struct FreeAligned {
-        void operator()(uint8_t *p) const;
-    };
     Device &dev_;
-    std::unique_ptr<uint8_t, FreeAligned> own_;  // when the host gave none; page aligned
-    uint8_t *mem_;
+    std::vector<uint8_t> mem_;
     std::map<uint64_t, uint64_t> allocs_;  // offset -> bytes
 };
 
