@@ -1,7 +1,8 @@
 # hcasim-test: nodes=2 timeout=1500
 # Full verbs between two VMs: the rdma-core pingpongs over RC, UC, SRQ and
 # XRC (10000 iterations with data checks, 2000 in ./hcasim test; with GRH
-# and with completion events), retransmission under 1 % fabric loss, and the error semantics
+# and with completion events), retransmission under 1 % fabric loss, device
+# memory written, read and added to across the fabric, and the error semantics
 # user space sees (pyverbs: bad rkey, bad lkey, bounds, length).
 me=$HCASIM_NODE
 check "modprobe mlx5_ib ib_uverbs" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm
@@ -72,6 +73,15 @@ check "ib_write_bw with 1 % loss completes (exit $rc)" test "$rc" = 0
 [ "$me" = 0 ] && check "ib_write_bw with 1 % loss reports bandwidth" grep -qE '^ +65536 +2000 +[0-9.]+ +[1-9][0-9.]*' /tmp/write-lossy.txt
 [ "$me" = 0 ] && fabric_ctl drop all 0 > /dev/null
 barrier lossless 60
+
+# Device memory across the fabric (pyverbs): node 0 RDMA-writes into node
+# 1's, reads it back into its own and adds to a counter in it; node 1
+# checks what arrived.
+python3 /hcasim/py/dm_across.py "$me" $((1 - me)) /hcasim/shared > /tmp/dm.txt 2>&1
+rc=$?
+cat /tmp/dm.txt
+check "device memory across the fabric: the program passed (exit $rc)" test "$rc" = 0
+barrier dm 60
 
 # Error completions as user space sees them (loopback through our own LID).
 python3 /hcasim/py/verbs_errors.py > /tmp/errors.txt 2>&1

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Device memory between two VMs (pyverbs): each node allocates 4 KiB of
+its HCA's device memory (ibv_alloc_dm) and registers it (ibv_reg_dm_mr,
+zero based, remote read/write/atomic); the nodes exchange QP number, LID
+and the key through the run directory and connect an RC QP pair across the
+fabric. Node 0 RDMA-WRITEs a pattern from host memory into node 1's device
+memory, READs it back into its own device memory, and adds to a counter in
+node 1's device memory; node 1 checks what arrived with ibv_memcpy_from_dm.
+
+    dm_across.py NODE PEER SHARED_DIR
+Prints TAP lines; exit status 1 if a check failed."""
+import json
+import os
+import sys
+import time
+
+from pyverbs.addr import AHAttr
+from pyverbs.cq import CQ
+from pyverbs.device import DM, AllocDmAttr, Context
+from pyverbs.mr import DMMR, MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, SendWR
+from verbs_enums import e  # noqa: E402
+
+SIZE = 4096
+ACCESS = (e.IBV_ACCESS_ZERO_BASED | e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+          e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
+PATTERN = bytes((i * 7 + 3) & 0xff for i in range(SIZE - 64))
+n = 0
+failed = 0
+
+
+def check(desc, ok):
+    global n, failed
+    n += 1
+    print(f"{'ok' if ok else 'not ok'} {n} - {desc}", flush=True)
+    failed += not ok
+
+
+def publish(shared, me, name, value):
+    tmp = os.path.join(shared, f"dm-{name}.node{me}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(value, f)
+    os.rename(tmp, os.path.join(shared, f"dm-{name}.node{me}"))
+
+
+def wait_for(shared, node, name, timeout=60):
+    path = os.path.join(shared, f"dm-{name}.node{node}")
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        time.sleep(0.1)
+    raise SystemExit(f"not ok - node {node} never published {name}")
+
+
+def connect(qp, peer):
+    at = QPAttr()
+    at.qp_state = e.IBV_QPS_INIT
+    at.pkey_index = 0
+    at.port_num = 1
+    at.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | \
+        e.IBV_ACCESS_REMOTE_ATOMIC
+    qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+    at = QPAttr()
+    at.qp_state = e.IBV_QPS_RTR
+    at.path_mtu = e.IBV_MTU_1024
+    at.dest_qp_num = peer["qpn"]
+    at.rq_psn = 0
+    at.max_dest_rd_atomic = 1
+    at.min_rnr_timer = 1
+    at.ah_attr = AHAttr(dlid=peer["lid"], port_num=1)
+    qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN |
+              e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+    at = QPAttr()
+    at.qp_state = e.IBV_QPS_RTS
+    at.timeout = 14
+    at.retry_cnt = 7
+    at.rnr_retry = 7
+    at.sq_psn = 0
+    at.max_rd_atomic = 1
+    qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
+              e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+
+
+def complete(cq, what, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        nc, wcs = cq.poll(1)
+        if nc:
+            check(f"{what} completes successfully (status {wcs[0].status})", wcs[0].status == e.IBV_WC_SUCCESS)
+            return
+        time.sleep(0.001)
+    check(f"{what} completes within {timeout:.0f} s", False)
+
+
+def main(me, peer_node, shared):
+    os.makedirs(shared, exist_ok=True)
+    ctx = Context(name="mlx5_0")
+    check(f"the device offers device memory (max_dm_size {ctx.query_device_ex().max_dm_size})",
+          ctx.query_device_ex().max_dm_size >= SIZE)
+    pd = PD(ctx)
+    cq = CQ(ctx, 16)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)))
+    dm = DM(ctx, AllocDmAttr(length=SIZE))
+    dm.copy_to_dm(0, bytes(SIZE), SIZE)
+    dmmr = DMMR(pd, SIZE, ACCESS, dm, 0)
+    publish(shared, me, "qp", {"qpn": qp.qp_num, "lid": ctx.query_port(1).lid, "rkey": dmmr.rkey})
+    peer = wait_for(shared, peer_node, "qp")
+    connect(qp, peer)
+    publish(shared, me, "ready", {})
+    wait_for(shared, peer_node, "ready")
+
+    if me == 0:
+        host = MR(pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
+        host.write(PATTERN, len(PATTERN))
+        wr = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(host.buf, len(PATTERN), host.lkey)])
+        wr.set_wr_rdma(peer["rkey"], 64)  # zero based: offset 64 of the peer's device memory
+        qp.post_send(wr)
+        complete(cq, "RDMA WRITE from host memory into the peer's device memory")
+        wr = SendWR(wr_id=2, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(0, len(PATTERN), dmmr.lkey)])
+        wr.set_wr_rdma(peer["rkey"], 64)
+        qp.post_send(wr)
+        complete(cq, "RDMA READ from the peer's device memory into our own")
+        got = dm.copy_from_dm(0, len(PATTERN))
+        check("what came back into our device memory is the pattern", bytes(got) == PATTERN)
+        for i in range(3):
+            wr = SendWR(wr_id=3 + i, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1, sg=[SGE(host.buf, 8, host.lkey)])
+            wr.set_wr_atomic(peer["rkey"], 0, 5, 0)  # the counter at offset 0 of the peer's device memory
+            qp.post_send(wr)
+            complete(cq, f"fetch-and-add {i + 1} on the peer's device memory")
+        old = int.from_bytes(bytes(host.read(8, 0)), sys.byteorder)
+        check(f"the last fetch-and-add returned the counter before it ({old}, expected 10)", old == 10)
+        publish(shared, me, "done", {})
+    else:
+        wait_for(shared, peer_node, "done", timeout=120)
+        got = bytes(dm.copy_from_dm(64, len(PATTERN)))
+        check("the peer's RDMA WRITE landed in our device memory", got == PATTERN)
+        counter = int.from_bytes(bytes(dm.copy_from_dm(0, 8)), sys.byteorder)
+        check(f"three fetch-and-adds of 5 left 15 in our device memory ({counter})", counter == 15)
+    # The key before the memory it registers (pyverbs' own teardown order
+    # would free the memory first, which the kernel refuses: EBUSY).
+    dmmr.close()
+    dm.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]))
