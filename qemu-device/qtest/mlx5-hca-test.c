@@ -276,7 +276,7 @@ static void test_pci(void)
                     PCI_BASE_ADDRESS_MEM_TYPE_64 |
                     PCI_BASE_ADDRESS_MEM_PREFETCH);
     g_assert_cmphex(t.bar0_size, ==, 16 * MiB);
-    /* The device memory is RAM: what is stored there reads back. */
+    /* The device memory: what is stored there reads back. */
     qpci_io_writel(t.dev, t.bar0, 8 * MiB + 0x40, 0x12345678);
     qpci_io_writeq(t.dev, t.bar0, 8 * MiB + 128 * KiB - 8,
                    0x0102030405060708ULL);
