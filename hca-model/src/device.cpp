@@ -263,7 +263,7 @@ void Device::mmio_read(uint64_t offset, uint8_t *data, unsigned size) {
         iseg.read(static_cast<uint32_t>(offset), data, size);
         return;
     }
-    // Device memory, for a host that does not map it as RAM.
+    // Device memory (MEMIC) behind the registers.
     if (offset >= DevMem::kBarOffset && devmem.read(offset - DevMem::kBarOffset, data, size)) {
         return;
     }
@@ -288,7 +288,7 @@ void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
         // A new function is in the slot (off_bus() reset it): written below.
     }
     if (offset >= DevMem::kBarOffset && size <= 8 && devmem.write(offset - DevMem::kBarOffset, data, size)) {
-        return;  // device memory, for a host that does not map it as RAM
+        return;  // device memory (MEMIC) behind the registers
     }
     if (offset + size > HCA_MODEL_BAR0_MMIO_SIZE || size == 0 || size > 8) {
         guest_error("BAR0 write of {} bytes at 0x{:x} is outside the BAR", size, offset);
