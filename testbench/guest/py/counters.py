@@ -182,7 +182,7 @@ def main():
     lid = ctx.query_port(1).lid
     pd = PD(ctx)
     {"errors": errors, "rnr": rnr, "bound": bound}[sys.argv[1]](ctx, pd, lid)
-    return verbs_errors.failed
+    return verbs_errors.tap.failed
 
 
 if __name__ == "__main__":

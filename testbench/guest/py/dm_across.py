@@ -14,28 +14,21 @@ import os
 import sys
 import time
 
-from pyverbs.addr import AHAttr
 from pyverbs.cq import CQ
 from pyverbs.device import DM, AllocDmAttr, Context
 from pyverbs.mr import DMMR, MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 from verbs_enums import e  # noqa: E402
+from verbs_rc import Tap, connect_rc  # noqa: E402
 
 SIZE = 4096
 ACCESS = (e.IBV_ACCESS_ZERO_BASED | e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
           e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
 PATTERN = bytes((i * 7 + 3) & 0xff for i in range(SIZE - 64))
-n = 0
-failed = 0
-
-
-def check(desc, ok):
-    global n, failed
-    n += 1
-    print(f"{'ok' if ok else 'not ok'} {n} - {desc}", flush=True)
-    failed += not ok
+tap = Tap()
+check = tap.check
 
 
 def publish(shared, me, name, value):
@@ -54,35 +47,6 @@ def wait_for(shared, node, name, timeout=60):
                 return json.load(f)
         time.sleep(0.1)
     raise SystemExit(f"not ok - node {node} never published {name}")
-
-
-def connect(qp, peer):
-    at = QPAttr()
-    at.qp_state = e.IBV_QPS_INIT
-    at.pkey_index = 0
-    at.port_num = 1
-    at.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | \
-        e.IBV_ACCESS_REMOTE_ATOMIC
-    qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-    at = QPAttr()
-    at.qp_state = e.IBV_QPS_RTR
-    at.path_mtu = e.IBV_MTU_1024
-    at.dest_qp_num = peer["qpn"]
-    at.rq_psn = 0
-    at.max_dest_rd_atomic = 1
-    at.min_rnr_timer = 1
-    at.ah_attr = AHAttr(dlid=peer["lid"], port_num=1)
-    qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN |
-              e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
-    at = QPAttr()
-    at.qp_state = e.IBV_QPS_RTS
-    at.timeout = 14
-    at.retry_cnt = 7
-    at.rnr_retry = 7
-    at.sq_psn = 0
-    at.max_rd_atomic = 1
-    qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
-              e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
 
 
 def complete(cq, what, timeout=20.0):
@@ -110,7 +74,8 @@ def main(me, peer_node, shared):
     dmmr = DMMR(pd, SIZE, ACCESS, dm, 0)
     publish(shared, me, "qp", {"qpn": qp.qp_num, "lid": ctx.query_port(1).lid, "rkey": dmmr.rkey})
     peer = wait_for(shared, peer_node, "qp")
-    connect(qp, peer)
+    connect_rc(qp, peer["qpn"], peer["lid"], e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+               e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
     publish(shared, me, "ready", {})
     wait_for(shared, peer_node, "ready")
 
@@ -145,7 +110,7 @@ def main(me, peer_node, shared):
     # would free the memory first, which the kernel refuses: EBUSY).
     dmmr.close()
     dm.close()
-    return 1 if failed else 0
+    return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ def main():
     cq_error(ctx)
     srq_events(ctx, pd, mr, lid)
     print(f"# fault_events.py took {time.monotonic() - t0:.1f} s", flush=True)
-    return verbs_errors.failed
+    return verbs_errors.tap.failed
 
 
 if __name__ == "__main__":

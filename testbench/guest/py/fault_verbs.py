@@ -140,7 +140,7 @@ def main():
     check("armed port-event client-rereg", armed("port-event:subtype=client-rereg"))
     ev = next_event(ctx)
     check(f"IBV_EVENT_CLIENT_REREGISTER reached the context (event {ev})", ev == e.IBV_EVENT_CLIENT_REREGISTER)
-    return verbs_errors.failed
+    return verbs_errors.tap.failed
 
 
 if __name__ == "__main__":

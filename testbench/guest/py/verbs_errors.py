@@ -11,24 +11,17 @@ Prints TAP lines."""
 import sys
 import time
 
-from pyverbs.addr import AHAttr
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 from verbs_enums import e  # noqa: E402
+from verbs_rc import Tap, connect_rc  # noqa: E402
 
-n = 0
-failed = 0
-
-
-def check(desc, ok):
-    global n, failed
-    n += 1
-    print(f"{'ok' if ok else 'not ok'} {n} - {desc}", flush=True)
-    failed += not ok
+tap = Tap()
+check = tap.check
 
 
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
@@ -42,31 +35,7 @@ class Pair:
         self.a = QP(pd, ia)
         self.b = QP(pd, ia)
         for q, r in ((self.a, self.b), (self.b, self.a)):
-            at = QPAttr()
-            at.qp_state = e.IBV_QPS_INIT
-            at.pkey_index = 0
-            at.port_num = 1
-            at.qp_access_flags = ACCESS
-            q.modify(at, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-            at = QPAttr()
-            at.qp_state = e.IBV_QPS_RTR
-            at.path_mtu = e.IBV_MTU_1024
-            at.dest_qp_num = r.qp_num
-            at.rq_psn = 0
-            at.max_dest_rd_atomic = 1
-            at.min_rnr_timer = 1
-            at.ah_attr = AHAttr(dlid=lid, port_num=1)
-            q.modify(at, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN |
-                     e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
-            at = QPAttr()
-            at.qp_state = e.IBV_QPS_RTS
-            at.timeout = 14
-            at.retry_cnt = 7
-            at.rnr_retry = rnr_retry
-            at.sq_psn = 0
-            at.max_rd_atomic = 1
-            q.modify(at, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
-                     e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+            connect_rc(q, r.qp_num, lid, ACCESS, rnr_retry)
 
     def poll(self, want, timeout=5.0):
         got = []
@@ -142,7 +111,7 @@ def main():
     print(f"# long send completions: {[(i, status_name(s)) for i, s in byid.items()]}")
     check("responder: IBV_WC_LOC_LEN_ERR", byid.get(10) == e.IBV_WC_LOC_LEN_ERR)
     check("requester: IBV_WC_REM_INV_REQ_ERR", byid.get(6) == e.IBV_WC_REM_INV_REQ_ERR)
-    return failed
+    return tap.failed
 
 
 if __name__ == "__main__":
