@@ -34,6 +34,7 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       cqs(*this),
       srqs(*this),
       qps(*this),
+      odp(*this),
       port1(*this, 1),
       cmdif(*this) {
     uint32_t mask = 0;
@@ -115,6 +116,7 @@ void Device::drop_objects() {
     tx_waiting_ = false;
     packet_pool_.clear();
     qps.reset();
+    odp.reset();
     srqs.reset();
     cqs.reset();
     mkeys.reset();

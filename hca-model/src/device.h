@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "datapath/odp.h"
 #include "fault/faults.h"
 #include "fw/cmdif.h"
 #include "fw/firmware.h"
@@ -278,6 +279,7 @@ class Device {
     CqTable cqs;
     SrqTable srqs;
     QpTable qps;
+    PageFaults odp;  // on-demand paging: faults raised, waiting for PAGE_FAULT_RESUME
     Port port1;
     CommandInterface cmdif;
 };

@@ -30,7 +30,7 @@ struct Node {
         // The MR's pages are scattered: find the page for iova.
         const uint64_t off = iova - mr.iova;
         const auto *m = d.bench().dev.mkeys.find(mr.key);
-        return d.bench().host.mem(m->mtt[off / 4096] + off % 4096, n);
+        return d.bench().host.mem(m->page(off / 4096) + off % 4096, n);
     }
     void fill(uint64_t iova, size_t n, uint8_t seed) {
         for (size_t i = 0; i < n; ++i) {

@@ -159,6 +159,28 @@ TEST_CASE("RC RNR NAK: the sender retries until a receive is posted", "[rc]") {
     CHECK(be32(*rc, 0x2c) == 4);
 }
 
+TEST_CASE("RC RNR NAK on a multi-packet SEND: the rest is dropped without a NAK, no retry is spent", "[rc]") {
+    // Before the responder dropped the packets after an RNR NAK silently,
+    // each RNR round also earned a PSN sequence NAK, and the requester ran
+    // out of retries (7) after 8 rounds.
+    Pair p;
+    p.a.fill(p.a.mr.iova, 5000, 2);
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 5000}}});
+    p.w.advance(5'000'000);  // hundreds of RNR rounds of 10 us
+    CHECK(!p.a.d.next_cqe(p.a.scq));
+    CHECK(p.w.a.dev.qps.find(p.qa.qpn)->state == hca::QpState::Rts);
+    CHECK(p.w.a.dev.qps.find(p.qa.qpn)->rc.retry_left == 7);
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 8192);
+    p.w.advance(1'000'000);
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(be32(*rc, 0x2c) == 5000);
+    CHECK(p.b.same(p.b.mr.iova, 5000, 2));
+    auto sc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(sc);
+    CHECK(op(*sc) == hca::kCqeReq);
+}
+
 TEST_CASE("RC RNR retries run out: RNR retry exceeded", "[rc]") {
     Pair p(hca::kQpRc, 7, 2);
     p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .inline_data = {9}});

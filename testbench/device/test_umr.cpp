@@ -303,13 +303,22 @@ TEST_CASE("UMR QP: translation offsets load a list in pieces, checks refuse bad 
     const uint32_t key = n.d.create_free_mkey(n.pd, 4);  // room for 8 entries
     QpHandle uq = umr_qp(n);
     // Entries 0..3 inline, then 4..7 inline at offset 2 octowords.
-    Umr first{.flags = kInline | kCheckNotFree, .xlt_octowords = 2, .mask = 0, .variant = 0x33,
-              .inline_xlt = {0x1000, 0x2000, 0x3000, 0x4000}};
+    Umr first{.flags = kInline | kCheckNotFree,
+              .xlt_octowords = 2,
+              .mask = 0,
+              .variant = 0x33,
+              .inline_xlt = {0x1003, 0x2003, 0x3003, 0x4003}};  // READ|WRITE bits
     n.d.post_raw(uq, hca::kWqeUmr, key, first.body());
     REQUIRE(n.d.next_cqe(n.scq));
-    Umr second{.flags = kInline | kCheckNotFree | kOffsetEn, .xlt_octowords = 2, .xlt_offset = 2,
-               .mask = kMaskFree | kMaskLen | kMaskStart | kMaskPageSize | kMaskLr | kMaskLw, .access = 3,
-               .variant = 0x33, .start = 0, .len = 8 * 4096, .inline_xlt = {0x5000, 0x6000, 0x7000, 0x8000}};
+    Umr second{.flags = kInline | kCheckNotFree | kOffsetEn,
+               .xlt_octowords = 2,
+               .xlt_offset = 2,
+               .mask = kMaskFree | kMaskLen | kMaskStart | kMaskPageSize | kMaskLr | kMaskLw,
+               .access = 3,
+               .variant = 0x33,
+               .start = 0,
+               .len = 8 * 4096,
+               .inline_xlt = {0x5003, 0x6003, 0x7003, 0x8003}};
     n.d.post_raw(uq, hca::kWqeUmr, key, second.body());
     auto c = n.d.next_cqe(n.scq);
     REQUIRE(c);
@@ -317,8 +326,8 @@ TEST_CASE("UMR QP: translation offsets load a list in pieces, checks refuse bad 
     const auto *m = n.d.bench().dev.mkeys.find(key);
     REQUIRE(m);
     REQUIRE(m->mtt.size() == 8);
-    CHECK(m->mtt[0] == 0x1000);
-    CHECK(m->mtt[7] == 0x8000);
+    CHECK(m->page(0) == 0x1000);
+    CHECK(m->page(7) == 0x8000);
     std::vector<hca::DmaChunk> ch;
     CHECK(n.d.bench().dev.mkeys.translate(key, n.pd, 5 * 4096 + 8, 16, hca::kAccLocalWrite, ch) ==
           hca::XlatError::None);

@@ -362,6 +362,7 @@ void hca_cmd(World &x, Input &in) {
         {hca::kOpAllocQCounter, 16, 16, false},
         {hca::kOpAllocMemic, ifc::alloc_memic_in::size_bytes, ifc::alloc_memic_out::size_bytes, false},
         {hca::kOpDeallocMemic, ifc::dealloc_memic_in::size_bytes, 16, false},
+        {hca::kOpPageFaultResume, ifc::page_fault_resume_in::size_bytes, 16, false},
         {hca::kOpManagePages, 16 + 64, 16 + 64, true},
         {hca::kOpSetHcaCap, ifc::set_hca_cap_in::size_bytes, 16, true},
         {hca::kOpSetIssi, 16, 16, true},
@@ -393,6 +394,14 @@ void hca_cmd(World &x, Input &in) {
                                                           : std::pair<uint64_t, uint32_t>{in.u64(), in.u32()};
         ifc::set(box.data(), ifc::dealloc_memic_in::memic_start_addr, m.first);
         ifc::set(box.data(), ifc::dealloc_memic_in::memic_size, in.flag() ? m.second : in.u32());
+    } else if (op.opcode == hca::kOpPageFaultResume) {
+        // Work queues that exist or not; no fault is ever outstanding here.
+        const auto info = ifc::page_fault_resume_in::page_fault_info;
+        ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::page_fault_type), in.pick(8));
+        ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::wq_number),
+                 in.flag() ? pick(in, x.qps) : pick(in, x.srqs));
+        ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::fault_token), in.u32());
+        ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::error), in.flag());
     } else if (op.opcode == hca::kOpManagePages) {
         ifc::set(box.data(), ifc::manage_pages_in::input_num_entries, in.u8() % 9);
         for (unsigned i = 0; i < 8; ++i) {

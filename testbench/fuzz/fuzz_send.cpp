@@ -9,7 +9,9 @@
 // halves, with a right or wrong WQE count). An IPoIB offload UD QP adds the
 // Ethernet segment: checksum flags, MSS and an inline header (a real TCP/IP
 // header, patched, or bytes), for SEND and LSO; its sends to itself run the
-// receive side's checksum checks.
+// receive side's checksum checks. On-demand paging: steps take pages of the
+// MTT region away and give them back (as mlx5_ib's UMRs do) and answer the
+// page faults with PAGE_FAULT_RESUME, right, wrong or with error.
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -368,6 +370,45 @@ void post(World &x, QpHandle &focus, Input &in) {
 
 }  // namespace
 
+// The driver's side of on-demand paging: a UMR that takes pages of the
+// MTT region away or gives them back (access bits), or PAGE_FAULT_RESUME
+// for a fault the device raised (its token, type and work queue) or a
+// made-up one.
+void page_faults(World &x, QpHandle &focus, Input &in) {
+    namespace ifc = hca::ifc;
+    if (in.flag()) {
+        const hca::Mkey *m = x.b.dev.mkeys.find(x.mr.key);
+        if (!m || m->mtt.empty()) {
+            return;
+        }
+        hca::UmrOp op;
+        static const uint8_t kNoMkc[64] = {};
+        op.key = x.mr.key;
+        op.mkc = kNoMkc;
+        op.xlt_first = in.pick(static_cast<unsigned>(m->mtt.size()));
+        for (size_t i = op.xlt_first; i < m->mtt.size() && op.xlt.size() < 1 + in.pick(3); ++i) {
+            op.xlt.push_back(m->page(i) | in.pick(4));
+        }
+        x.b.dev.mkeys.umr(op, nullptr);
+        return;
+    }
+    const hca::Qp *q = x.b.dev.qps.find(focus.qpn);
+    const uint32_t token = !q || in.u8() > 200 ? in.u32() & 0xffffff
+                           : in.flag()         ? q->pf.req_token
+                           : q->pf.resp_rdma   ? focus.qpn
+                                               : q->pf.resp_token;
+    auto box = Driver::inbox(hca::kOpPageFaultResume, 0, ifc::page_fault_resume_in::size_bytes);
+    const auto info = ifc::page_fault_resume_in::page_fault_info;
+    ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::error), in.u8() > 230);
+    ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::page_fault_type), in.pick(4));
+    ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::wq_number),
+             in.u8() > 240   ? in.u32()
+             : in.u8() > 240 ? x.xsrqn
+                             : focus.qpn);
+    ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::fault_token), token);
+    x.d.exec(box, ifc::page_fault_resume_out::size_bytes);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     World &x = world();
     if (hcafuzz::host_used(x.b.host) > (40u << 20)) {
@@ -382,8 +423,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     x.drain();
     for (int steps = 0; !in.empty() && steps < 32; ++steps) {
-        if (in.u8() < 20) {
+        if (const uint8_t c = in.u8(); c < 20) {
             x.b.advance(int64_t{in.u16()} * 100'000);  // retry timers of the loopback RC/XRC QPs
+        } else if (c < 40) {
+            page_faults(x, focus, in);
         } else {
             post(x, focus, in);
         }

@@ -129,6 +129,10 @@ bool gather(Device &dev, const Qp &qp, uint16_t index, const GatherList &msg, ui
         }
         chunks.clear();
         const XlatError e = dev.mkeys.translate(s.lkey, qp.pd, s.addr + in_sge, n, kAccLocalRead, chunks);
+        if (e == XlatError::PageFault) {
+            synd = kSyndPageFault;
+            return false;
+        }
         if (e != XlatError::None) {
             HCA_TRACE(dev, mkey_fail, .qpn = qp.qpn, .lkey = s.lkey, .addr = s.addr + in_sge, .len = n,
                       .reason = xlat_error_name(e));
@@ -168,6 +172,10 @@ bool scatter(Device &dev, const Qp &qp, uint32_t pd, const SgeList &sges, uint32
         const uint32_t n = std::min<uint32_t>(s.len - in_sge, static_cast<uint32_t>(data.size()) - pos);
         chunks.clear();
         const XlatError e = dev.mkeys.translate(s.lkey, pd, s.addr + in_sge, n, kAccLocalWrite, chunks);
+        if (e == XlatError::PageFault) {
+            synd = kSyndPageFault;
+            return false;
+        }
         if (e != XlatError::None) {
             dev.guest_error("qpn=0x{:x} scatter lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, s.lkey, s.addr + in_sge, n,
                             xlat_error_name(e));

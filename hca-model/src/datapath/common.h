@@ -30,6 +30,8 @@ void resp_err_cqe(Device &dev, const Qp &qp, uint32_t cqn, uint16_t index, uint3
 bool parse_data_segs(Device &dev, const Qp &qp, std::span<const uint8_t> segs, GatherList &out, uint8_t &synd);
 // The bytes [offset, offset + len) of a message into out: inline pieces, or
 // guest memory read through the memory keys (chunks: the caller's scratch).
+// gather() and scatter() fail with synd kSyndPageFault at a page that is
+// not present (the bytes before it are done).
 bool gather(Device &dev, const Qp &qp, uint16_t index, const GatherList &msg, uint32_t offset, uint32_t len,
             uint8_t *out, std::vector<DmaChunk> &chunks, uint8_t &synd);
 // data written into the scatter list sges from byte offset on, through the

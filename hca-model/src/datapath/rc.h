@@ -54,12 +54,13 @@ const char *resp_state_name(RespState s);
 // state: the local ACK timeout is armed only while the requester waits for
 // answers (Sending, WaitAck, Blocked), the RNR timer only in RnrWait.
 enum class ReqState : uint8_t {
-    Idle,     // no message outstanding
-    Sending,  // packets between the transmit cursor and next_send_psn wait for the run budget
-    WaitAck,  // everything sent; acknowledgements or responses outstanding
-    Blocked,  // as WaitAck, and the next WQE waits for a fence or a read credit (IBA 10.8.3.3)
-    RnrWait,  // after an RNR NAK: nothing goes out until the RNR timer fires (IBA 9.7.5.2.8)
-    Error,    // gave up (retries exhausted, a fatal NAK, a local error) or the QP was flushed
+    Idle,       // no message outstanding
+    Sending,    // packets between the transmit cursor and next_send_psn wait for the run budget
+    WaitAck,    // everything sent; acknowledgements or responses outstanding
+    Blocked,    // as WaitAck, and the next WQE waits for a fence or a read credit (IBA 10.8.3.3)
+    RnrWait,    // after an RNR NAK: nothing goes out until the RNR timer fires (IBA 9.7.5.2.8)
+    PageFault,  // a page a packet needs is not present: nothing goes out until PAGE_FAULT_RESUME (odp.h)
+    Error,      // gave up (retries exhausted, a fatal NAK, a local error) or the QP was flushed
 };
 const char *req_state_name(ReqState s);
 // Does the requester wait for answers in this state, so that the local ACK

@@ -90,7 +90,7 @@ void RcRequester::retransmit(Qp &qp, uint32_t psn, const char *why) {
     if (psn_diff(psn, qp.rc.tx_psn) < 0) {
         qp.rc.tx_psn = psn;
     }
-    if (qp.rc.req == ReqState::RnrWait) {
+    if (qp.rc.req == ReqState::RnrWait || qp.rc.req == ReqState::PageFault) {
         return;
     }
     enter(qp, ReqState::Sending, why);
@@ -195,6 +195,11 @@ void RcRequester::got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer) {
         --qp.rc.rnr_left;
     }
     dev_.qcounters.add(qp.counter_set, QCounter::RnrNakRetryErr);
+    if (qp.rc.req == ReqState::PageFault) {
+        retransmit(qp, psn, nullptr);  // from psn once the fault is resolved
+        complete(qp);
+        return;
+    }
     const int64_t wait = rnr_timer_ns(timer);
     HCA_TRACE(dev_, qp_rnr_nak, .qpn = qp.qpn, .psn = psn, .wait_us = wait / 1000, .retries_left = qp.rc.rnr_left);
     if (qp.rc.req != ReqState::RnrWait) {
@@ -243,7 +248,10 @@ void RcRequester::got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v) {
     std::memcpy(orig, &value, 8);
     uint8_t synd = 0;
     if (!scatter(dev_, qp, qp.pd, w.data.sges, 0, orig, chunks_, synd)) {
-        fail(qp, synd, "atomic result scatter failed");
+        if (synd == kSyndPageFault && page_fault(qp, w, w.first_psn, 0)) {
+            return;  // the request goes again; the responder replays its result
+        }
+        fail(qp, fault_as_prot(synd), "atomic result scatter failed");
         return;
     }
     w.acked = true;
@@ -276,7 +284,10 @@ void RcRequester::got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const i
     }
     uint8_t synd = 0;
     if (!scatter(dev_, qp, qp.pd, w.data.sges, offset, v.payload, chunks_, synd)) {
-        fail(qp, synd, "read response scatter failed");
+        if (synd == kSyndPageFault && page_fault(qp, w, psn, offset)) {
+            return;  // the READ is asked again from this response on
+        }
+        fail(qp, fault_as_prot(synd), "read response scatter failed");
         return;
     }
     w.next_resp_psn = (psn + 1) & 0xffffff;
@@ -321,6 +332,12 @@ void RcRequester::rx(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         default:
             return;
         }
+    }
+    if (qp.rc.req == ReqState::PageFault) {
+        // Asked again once the fault is resolved.
+        HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .psn = psn,
+                  .reason = "a response while the requester waits for a page fault");
+        return;
     }
     // Read responses and atomic acknowledgements answer one outstanding WQE.
     for (RcWqe &w : qp.rc.pending) {

@@ -57,6 +57,8 @@ const char *req_state_name(ReqState s) {
             return "blocked";
         case ReqState::RnrWait:
             return "rnr-wait";
+        case ReqState::PageFault:
+            return "page-fault";
         case ReqState::Error:
             return "error";
     }
@@ -301,8 +303,8 @@ uint32_t RcRequester::send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
 // budget. False if the budget ran out first (the QP is deferred and goes
 // on where it stopped) or the QP failed.
 bool RcRequester::pump(Qp &qp) {
-    if (qp.rc.req == ReqState::RnrWait) {
-        return false;  // the RNR timer sends again
+    if (qp.rc.req == ReqState::RnrWait || qp.rc.req == ReqState::PageFault) {
+        return false;  // the RNR timer or PAGE_FAULT_RESUME sends again
     }
     auto &pend = qp.rc.pending;
     while (psn_diff(qp.rc.tx_psn, qp.next_send_psn) < 0 && qp.state == QpState::Rts) {
@@ -325,7 +327,11 @@ bool RcRequester::pump(Qp &qp) {
         uint8_t synd = 0;
         const uint32_t k = static_cast<uint32_t>(psn_diff(qp.rc.tx_psn, it->first_psn));
         const uint32_t covered = send_packet(qp, *it, k, synd);
+        if (!covered && synd == kSyndPageFault && page_fault(qp, *it, qp.rc.tx_psn, k * rc_mtu(dev_, qp))) {
+            return false;
+        }
         if (!covered) {
+            synd = fault_as_prot(synd);
             const RcWqe w = std::move(*it);
             pend.erase(it);
             req_err_cqe(dev_, qp, w.index, w.opcode, synd, pkt_);
@@ -345,6 +351,34 @@ bool RcRequester::pump(Qp &qp) {
         enter(qp, pend.empty() ? ReqState::Idle : ReqState::WaitAck);
     }
     return true;
+}
+
+// A page a packet of w needs is not present (odp.h): the requester stands
+// still, with the packet at psn the next to go, until PAGE_FAULT_RESUME.
+// False if no fault can be raised (the caller fails the WQE).
+bool RcRequester::page_fault(Qp &qp, const RcWqe &w, uint32_t psn, uint32_t bytes_committed) {
+    const PfType type = w.is_read() || w.is_atomic() ? PfType::ReqReadOrAtomic : PfType::ReqSendOrWrite;
+    if (!dev_.odp.requester(qp, type, w.index, w.opcode, bytes_committed)) {
+        return false;
+    }
+    enter(qp, ReqState::PageFault, "page fault");
+    if (psn_diff(psn, qp.rc.tx_psn) < 0) {
+        qp.rc.tx_psn = psn;
+    }
+    return true;
+}
+
+void RcRequester::resume(Qp &qp, bool error) {
+    if (qp.rc.req != ReqState::PageFault) {
+        return;
+    }
+    if (error) {
+        fail(qp, kSyndLocalProt, "page fault resumed with error");
+        return;
+    }
+    enter(qp, ReqState::Sending, "page fault resolved");
+    qps_.sq().defer(qp);
+    arm_ack_timer(qp);
 }
 
 // IBA 10.8.3.3: a fenced WQE waits for every earlier read and atomic, and a

@@ -41,6 +41,9 @@ class RcRequester {
     void enter(Qp &qp, ReqState to, const char *why = nullptr);
     // The QP was reset: its timers are cancelled, the state is idle.
     void reset(Qp &qp);
+    // PAGE_FAULT_RESUME for the requester's page fault: send again from
+    // the packet that faulted, or (error) fail.
+    void resume(Qp &qp, bool error);
 
   private:
     bool opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
@@ -52,6 +55,7 @@ class RcRequester {
     bool retry_budget(Qp &qp, const char *why);
     void retransmit(Qp &qp, uint32_t psn, const char *why);
     void fail(Qp &qp, uint8_t synd, const char *why);
+    bool page_fault(Qp &qp, const RcWqe &w, uint32_t psn, uint32_t bytes_committed);
     void ack_upto(Qp &qp, uint32_t psn);
     void got_ack(Qp &qp, uint32_t psn);
     void got_rnr_nak(Qp &qp, uint32_t psn, uint8_t timer);

@@ -295,12 +295,55 @@ bool RcResponder::check_seq(Qp &qp, const iba::PacketView &v) {
 }
 
 // No receive WQE for a message: RC answers RNR NAK and the requester
-// retries (IBA 9.7.5.2.8); UC drops the message.
+// retries (IBA 9.7.5.2.8); UC drops the message. The rest of the message
+// already on its way is out of sequence now, and dropped without another
+// NAK (one NAK until the requester sends the PSN again, as for a gap).
 void RcResponder::rnr(Qp &qp, uint32_t psn) {
     dev_.qcounters.add(qp.counter_set, QCounter::OutOfBuffer);
     if (qp.st != kQpUc) {
-        ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+        rnr_nak(qp, psn);
     }
+}
+
+void RcResponder::rnr_nak(Qp &qp, uint32_t psn) {
+    ack(qp, psn, static_cast<uint8_t>(kAethRnrNak | (qp.min_rnr_nak & 0x1f)));
+    qp.rc.nak_sent = true;
+}
+
+// Page faults (odp.h): the request waits for its pages behind an RNR NAK;
+// the requester sends it again after its RNR timer (UC drops the message).
+// False if no fault can be raised, or the driver failed the last one: the
+// caller answers as for an access violation.
+void RcResponder::fault_nak(Qp &qp, uint32_t psn) {
+    if (qp.st != kQpUc) {
+        rnr_nak(qp, psn);
+    } else {
+        enter(qp, RespState::Idle, "UC: page fault, message dropped");
+    }
+}
+
+bool RcResponder::rdma_fault(Qp &qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len, size_t pkt_len) {
+    if (PageFaults::take_resp_failure(qp) || !dev_.odp.rdma(qp, rkey, va, len, static_cast<uint16_t>(pkt_len))) {
+        return false;
+    }
+    fault_nak(qp, psn);
+    return true;
+}
+
+// The receive WQE of the SEND at hand needs a page. A first packet gives
+// its WQE back: the SEND takes it again when it comes again.
+bool RcResponder::recv_fault(Qp &qp, uint32_t psn, bool first, size_t pkt_len) {
+    auto &r = qp.rc.recv;
+    if (PageFaults::take_resp_failure(qp) ||
+        !dev_.odp.receive(qp, r.index, r.srq ? r.srqn : 0, static_cast<uint16_t>(pkt_len))) {
+        return false;
+    }
+    if (first) {
+        qps_.receiver().give_back(qp, r.index, r.srq ? dev_.srqs.find(r.srqn) : nullptr);
+        enter(qp, RespState::Idle);
+    }
+    fault_nak(qp, psn);
+    return true;
 }
 
 // A SEND packet: scattered into the receive WQE the first packet took; the
@@ -327,7 +370,10 @@ bool RcResponder::on_send(Qp &qp, const iba::PacketView &v) {
     }
     uint8_t synd = 0;
     if (!scatter(dev_, qp, r.pd, r.sges, r.offset, v.payload, chunks_, synd)) {
-        fail(qp, psn, kNakRemoteOp, synd, "receive scatter failed");
+        if (synd == kSyndPageFault && recv_fault(qp, psn, is_first(op), v.payload.size())) {
+            return false;
+        }
+        fail(qp, psn, kNakRemoteOp, fault_as_prot(synd), "receive scatter failed");
         return false;
     }
     r.offset += static_cast<uint32_t>(v.payload.size());
@@ -367,6 +413,9 @@ bool RcResponder::on_write(Qp &qp, const iba::PacketView &v) {
         chunks_.clear();
         const XlatError e = qp.rwe ? dev_.mkeys.translate(w.rkey, w.pd, w.va, w.len, kAccRemoteWrite, chunks_, qp.qpn)
                                    : XlatError::Access;
+        if (e == XlatError::PageFault && rdma_fault(qp, psn, w.rkey, w.va, w.len, v.payload.size())) {
+            return false;
+        }
         if (e != XlatError::None) {
             HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = w.rkey, .va = w.va, .len = w.len, .op = "write",
                       .reason = qp.rwe ? xlat_error_name(e) : "RDMA write not enabled on the QP");
@@ -386,7 +435,24 @@ bool RcResponder::on_write(Qp &qp, const iba::PacketView &v) {
         return false;
     }
     chunks_.clear();
-    dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_, qp.qpn);
+    // Checked whole on the first packet; a page may have gone since (an
+    // on-demand paging invalidation).
+    if (const XlatError e =
+            dev_.mkeys.translate(w.rkey, w.pd, w.va + w.offset, v.payload.size(), kAccRemoteWrite, chunks_, qp.qpn);
+        e != XlatError::None) {
+        if (e == XlatError::PageFault &&
+            rdma_fault(qp, psn, w.rkey, w.va + w.offset, w.len - w.offset, v.payload.size())) {
+            return false;
+        }
+        HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = w.rkey, .va = w.va + w.offset, .len = v.payload.size(),
+                  .op = "write", .reason = xlat_error_name(e));
+        if (!uc) {
+            fail(qp, psn, kNakRemoteAccess, 0, "RDMA write access violation");
+        } else {
+            enter(qp, RespState::Idle, "UC: RDMA write access violation, message dropped");
+        }
+        return false;
+    }
     size_t pos = 0;
     for (const DmaChunk &c : chunks_) {
         dev_.mem_write(c.addr, v.payload.data() + pos, c.len);
@@ -519,6 +585,9 @@ bool RcResponder::on_read(Qp &qp, const iba::PacketView &v, bool fresh) {
     chunks.clear();
     const XlatError e =
         qp.rre ? dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, len, kAccRemoteRead, chunks, qp.qpn) : XlatError::Access;
+    if (e == XlatError::PageFault && rdma_fault(qp, psn, rkey, va, len, 0)) {
+        return false;
+    }
     if (e != XlatError::None) {
         HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = rkey, .va = va, .len = len, .op = "read",
                   .reason = qp.rre ? xlat_error_name(e) : "RDMA read not enabled on the QP");
@@ -595,6 +664,9 @@ bool RcResponder::on_atomic(Qp &qp, const iba::PacketView &v) {
     XlatError e = XlatError::Access;
     if (qp.rae && (va & 7) == 0) {
         e = dev_.mkeys.translate(rkey, rdma_pd(qp, v), va, 8, kAccRemoteAtomic, chunks, qp.qpn);
+    }
+    if (e == XlatError::PageFault && rdma_fault(qp, psn, rkey, va, 8, 0)) {
+        return false;
     }
     if (e != XlatError::None || chunks.size() != 1) {
         HCA_TRACE(dev_, mkey_fail, .qpn = qp.qpn, .rkey = rkey, .va = va, .op = "atomic",

@@ -34,6 +34,10 @@ class RcResponder {
     bool check_psn(Qp &qp, const iba::PacketView &v);
     bool check_seq(Qp &qp, const iba::PacketView &v);
     void rnr(Qp &qp, uint32_t psn);
+    void rnr_nak(Qp &qp, uint32_t psn);
+    bool rdma_fault(Qp &qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len, size_t pkt_len);
+    bool recv_fault(Qp &qp, uint32_t psn, bool first, size_t pkt_len);
+    void fault_nak(Qp &qp, uint32_t psn);
     bool on_send(Qp &qp, const iba::PacketView &v);
     bool on_write(Qp &qp, const iba::PacketView &v);
     bool on_read(Qp &qp, const iba::PacketView &v, bool fresh);

@@ -108,6 +108,14 @@ bool Receiver::next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t 
     return true;
 }
 
+void Receiver::give_back(Qp &qp, uint16_t index, Srq *srq) {
+    if (srq) {
+        dev_.srqs.give_back(*srq, index);
+    } else if (static_cast<uint16_t>(qp.rq_ci - 1) == index) {
+        --qp.rq_ci;
+    }
+}
+
 // May this UD, QP0 or QP1 take the packet (state, Q_Key, P_Key)? Others
 // are dropped and counted.
 bool Receiver::ud_accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
@@ -167,6 +175,9 @@ uint8_t Receiver::ud_scatter(Qp &qp, uint32_t pd, uint16_t index, const iba::Pac
         const uint32_t take = static_cast<uint32_t>(std::min<size_t>(sge.len, need - done));
         chunks_.clear();
         const XlatError e = dev_.mkeys.translate(sge.lkey, pd, sge.addr, take, kAccLocalWrite, chunks_);
+        if (e == XlatError::PageFault) {
+            return kSyndPageFault;
+        }
         if (e != XlatError::None) {
             dev_.guest_error("qpn=0x{:x} receive SGE lkey=0x{:x} addr=0x{:x} len={}: {}", qp.qpn, sge.lkey, sge.addr,
                              take, xlat_error_name(e));
@@ -217,7 +228,18 @@ void Receiver::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
         return;
     }
     const uint32_t srqn = srq ? srq->srqn : 0;
-    if (const uint8_t synd = ud_scatter(qp, srq ? srq->pd : qp.pd, index, v)) {
+    if (uint8_t synd = ud_scatter(qp, srq ? srq->pd : qp.pd, index, v)) {
+        if (synd == kSyndPageFault) {
+            // The datagram is lost; the WQE waits for its pages (odp.h).
+            if (!PageFaults::take_resp_failure(qp) &&
+                dev_.odp.receive(qp, index, srqn, static_cast<uint16_t>(v.payload.size()))) {
+                give_back(qp, index, srq);
+                ++qp.dropped;
+                HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .reason = "receive WQE page fault");
+                return;
+            }
+            synd = kSyndLocalProt;
+        }
         resp_err_cqe(dev_, qp, qp.cqn_rcv, index, srqn, synd, pkt.id);
         ++qp.dropped;
         return;

@@ -31,6 +31,9 @@ class Receiver {
     // The scatter entries of the receive WQE at addr: until the
     // MLX5_INVALID_LKEY terminator or the stride. False if it is not guest memory.
     bool read_recv_sges(uint64_t addr, uint32_t stride, SgeList &out);
+    // Returns the receive WQE just taken by next_recv_wqe() (a page fault:
+    // the message that took it comes again).
+    void give_back(Qp &qp, uint16_t index, Srq *srq);
 
   private:
     void receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v);

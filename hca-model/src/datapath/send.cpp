@@ -260,6 +260,9 @@ void SendQueue::process(Qp &qp) {
     if (!sq_producer(qp, pi)) {
         return;
     }
+    if (qp.pf.req_token) {
+        return;  // a page fault holds the send queue until PAGE_FAULT_RESUME
+    }
     if (qp.connected()) {
         if (!qps_.requester().pump(qp)) {
             return;  // earlier messages are still going out
@@ -361,6 +364,31 @@ bool SendQueue::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) 
         qps_.to_error(qp, why);
     }
     return false;
+}
+
+// A datagram's gather failed. At a page that is not present the send
+// queue stands still at the WQE (not consumed) until PAGE_FAULT_RESUME;
+// an LSO's datagrams before the page go again after it.
+bool SendQueue::gather_failed(Qp &qp, const SqWqe &w, uint8_t synd, uint32_t done) {
+    if (synd == kSyndPageFault) {
+        const auto next = static_cast<uint16_t>(w.index + std::max<size_t>(1, (w.bytes.size() + kWqeBb - 1) / kWqeBb));
+        if (dev_.odp.requester(qp, PfType::ReqSendOrWrite, w.index, w.opcode, done, next)) {
+            qp.sq_ci = w.index;
+            return false;
+        }
+        synd = kSyndLocalProt;
+    }
+    return fail_wqe(qp, w, synd, "send gather failed");
+}
+
+void SendQueue::fail_at(Qp &qp, uint16_t index, uint16_t next, uint8_t opcode, uint8_t synd, const char *why) {
+    req_err_cqe(dev_, qp, index, opcode, synd);
+    qp.sq_ci = next;
+    if (qp.ud_like()) {
+        qps_.to_sq_error(qp, why);
+    } else {
+        qps_.to_error(qp, why);
+    }
 }
 
 // A local operation (NOP, UMR) is done. On a connected QP its CQE comes in
@@ -498,7 +526,7 @@ bool SendQueue::send_ud(Qp &qp, const SqWqe &w) {
     if (!gather(dev_, qp, w.index, ud_msg_, 0, static_cast<uint32_t>(ud_msg_.length()), at + eo.hdr.size(), chunks_,
                 synd)) {
         dev_.recycle(std::move(pkt));
-        return fail_wqe(qp, w, synd, "send gather failed");
+        return gather_failed(qp, w, synd, 0);
     }
     if (eo.cs_flags & (ipoib::kCsumL3 | ipoib::kCsumL4)) {
         ipoib::fill_checksums({at, len}, eo.cs_flags);
@@ -545,7 +573,7 @@ bool SendQueue::send_lso(Qp &qp, const SqWqe &w, iba::PacketSpec &s, std::span<c
         std::memcpy(at, eo.hdr.data(), hlen);
         if (!gather(dev_, qp, w.index, ud_msg_, off, chunk, at + hlen, chunks_, synd)) {
             dev_.recycle(std::move(pkt));
-            return fail_wqe(qp, w, synd, "send gather failed");
+            return gather_failed(qp, w, synd, off);
         }
         ipoib::lso_segment({at, hlen + chunk}, h, k, off, k == 0, k + 1 == n);
         qp.next_send_psn = (qp.next_send_psn + 1) & 0xffffff;

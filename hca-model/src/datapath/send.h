@@ -57,6 +57,9 @@ class SendQueue {
     // A WQE that could not be carried out: its error CQE, and the QP goes to
     // error (a UD-like QP to SQ error). Returns false.
     bool fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why);
+    // The same for the WQE at index (next: the WQEBB after it), no longer
+    // at hand (a page fault resumed with error).
+    void fail_at(Qp &qp, uint16_t index, uint16_t next, uint8_t opcode, uint8_t synd, const char *why);
 
   private:
     enum class Fetch { Ok, NotReadable, BadSize };
@@ -67,6 +70,7 @@ class SendQueue {
     bool execute_wqe(Qp &qp, const SqWqe &w);
     bool local_done(Qp &qp, const SqWqe &w);
     bool send_ud(Qp &qp, const SqWqe &w);
+    bool gather_failed(Qp &qp, const SqWqe &w, uint8_t synd, uint32_t done);
     // IPoIB offloads (ulp_stateless_offload_mode): the Ethernet segment.
     struct EthOffload {
         uint8_t cs_flags = 0;

@@ -225,8 +225,15 @@ enum CqeSyndrome : uint8_t {
     kSyndTransportRetryExc = 0x15,
     kSyndRnrRetryExc = 0x16,
     kSyndRemoteAborted = 0x22,
+    // Not a CQE syndrome: gather() or scatter() met a page that is not
+    // present; the caller raises a page fault (datapath/odp.h) instead.
+    kSyndPageFault = 0xfe,
 };
 const char *cqe_syndrome_name(uint8_t s);
+// A page fault that could not be raised fails as a local protection error.
+inline uint8_t fault_as_prot(uint8_t synd) {
+    return synd == kSyndPageFault ? static_cast<uint8_t>(kSyndLocalProt) : synd;
+}
 // The vendor_err_synd byte a ConnectX puts next to a syndrome in an error
 // CQE (requester: a REQ_ERR CQE; responder: RESP_ERR). The firmware's own
 // code, not the PRM's; docs/FAULTS.md "Vendor syndromes" gives each value's

@@ -79,6 +79,9 @@ const CapEntry kGeneralCaps[] = {
     GEN(cqe_128_always, 1, 1, false),  // cqe_sz 2: 128-byte CQEs written whole (mlx5dv CQE 128B padding)
     GEN(device_memory, 1, 1, false),   // the device_mem_cap page (kDevMemCaps)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
+    // On-demand paging: MTT entries carry access bits, a missing one is a
+    // page fault (datapath/odp.h); the odp_cap page (kOdpCaps).
+    GEN(pg, 1, 1, false),
     // Q counters (objects/counters.h): mlx5_ib's hw_counters per port and
     // per bound rdma counter, moving a bound RTS QP with RTS2RTS.
     GEN(max_qp_cnt, 255, 255, false),
@@ -101,6 +104,30 @@ const CapEntry kAtomicCaps[] = {
 };
 
 #undef ATOMIC
+
+// On-demand paging, transport page-fault scheme (datapath/odp.h): RC and
+// XRC in every role, UD sends. mlx5_core enables what it may set to the
+// maximum (main.c handle_hca_cap_odp()); the memory page-fault scheme
+// (mem_page_fault) is not offered.
+constexpr ifc::Field odp_field(ifc::Block transport, ifc::Field f) {
+    return ifc::in(ifc::in(ifc::odp_cap::transport_page_fault_scheme_cap, transport), f);
+}
+#define ODP(t, f, max, cur, settable)                                                                           \
+    CapEntry {                                                                                                  \
+        odp_field(ifc::odp_scheme_cap::t, ifc::odp_per_transport_service_cap::f), #t "." #f, max, cur, settable \
+    }
+
+const CapEntry kOdpCaps[] = {
+    ODP(rc_odp_caps, send, 1, 1, false),        ODP(rc_odp_caps, receive, 1, 1, false),
+    ODP(rc_odp_caps, write, 1, 1, false),       ODP(rc_odp_caps, read, 1, 1, false),
+    ODP(rc_odp_caps, atomic, 1, 1, false),      ODP(rc_odp_caps, srq_receive, 1, 0, true),
+    ODP(ud_odp_caps, send, 1, 1, false),        ODP(xrc_odp_caps, send, 1, 0, true),
+    ODP(xrc_odp_caps, receive, 1, 0, true),     ODP(xrc_odp_caps, write, 1, 0, true),
+    ODP(xrc_odp_caps, read, 1, 0, true),        ODP(xrc_odp_caps, atomic, 1, 0, true),
+    ODP(xrc_odp_caps, srq_receive, 1, 0, true),
+};
+
+#undef ODP
 #define DEVMEM(f, v)                            \
     CapEntry {                                  \
         ifc::device_mem_cap::f, #f, v, v, false \
@@ -130,6 +157,8 @@ std::span<const CapEntry> table_of(uint16_t type) {
     switch (type) {
     case kCapGeneral:
         return kGeneralCaps;
+    case kCapOdp:
+        return kOdpCaps;
     case kCapAtomic:
         return kAtomicCaps;
     case kCapDevMem:
@@ -143,6 +172,7 @@ std::span<const CapEntry> table_of(uint16_t type) {
 
 Caps::Caps() {
     pages_[kCapGeneral];
+    pages_[kCapOdp];
     pages_[kCapAtomic];
     pages_[kCapDevMem];
     reset();

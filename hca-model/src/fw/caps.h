@@ -16,6 +16,7 @@ namespace hca {
 // MLX5_SET_HCA_CAP_OP_MOD_*).
 enum CapType : uint16_t {
     kCapGeneral = 0x0,
+    kCapOdp = 0x2,
     kCapAtomic = 0x3,
     kCapDevMem = 0xf,
 };

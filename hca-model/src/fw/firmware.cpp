@@ -52,6 +52,7 @@ const CommandDesc kCommands[] = {
     CMD(kOpQueryQCounter, query_q_counter_in, query_q_counter_out, I, d.qcounters.cmd_query(c)),
     CMD(kOpAllocXrcd, alloc_xrcd_in, alloc_xrcd_out, I, d.pds.cmd_alloc_xrcd(c)),
     CMD(kOpDeallocXrcd, dealloc_xrcd_in, dealloc_xrcd_out, I, d.pds.cmd_dealloc_xrcd(c)),
+    CMD(kOpPageFaultResume, page_fault_resume_in, page_fault_resume_out, I, d.odp.cmd_page_fault_resume(c)),
     CMD(kOpAllocMemic, alloc_memic_in, alloc_memic_out, I, d.devmem.cmd_alloc_memic(c)),
     CMD(kOpDeallocMemic, dealloc_memic_in, dealloc_memic_out, I, d.devmem.cmd_dealloc_memic(c)),
     CMD(kOpCreateMkey, create_mkey_in, create_mkey_out, I, d.mkeys.cmd_create_mkey(c)),

@@ -452,6 +452,18 @@ struct odp_cap {
     static constexpr Block memory_page_fault_scheme_cap{0x200, 512, 1};
     static constexpr Field mem_page_fault{0x600, 1};
 };
+struct odp_scheme_cap {
+    static constexpr uint32_t size_bits = 0x200;
+    static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
+    static constexpr Field sig{0x40, 1};
+    static constexpr Field page_prefetch{0x45, 1};
+    static constexpr Block rc_odp_caps{0x80, 32, 1};
+    static constexpr Block uc_odp_caps{0xa0, 32, 1};
+    static constexpr Block ud_odp_caps{0xc0, 32, 1};
+    static constexpr Block xrc_odp_caps{0xe0, 32, 1};
+    static constexpr Block dc_odp_caps{0x100, 32, 1};
+};
 struct odp_per_transport_service_cap {
     static constexpr uint32_t size_bits = 0x20;
     static constexpr uint32_t size_bytes = 0x4;
@@ -462,6 +474,30 @@ struct odp_per_transport_service_cap {
     static constexpr Field read{0x3, 1};
     static constexpr Field atomic{0x4, 1};
     static constexpr Field srq_receive{0x5, 1};
+};
+struct page_fault_resume_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block page_fault_info{0x40, 64, 1};
+};
+struct page_fault_resume_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct trans_page_fault_info {
+    static constexpr uint32_t size_bits = 0x40;
+    static constexpr uint32_t size_bytes = 0x8;
+    static constexpr uint32_t fixed_bytes = 0x8;
+    static constexpr Field error{0x0, 1};
+    static constexpr Field page_fault_type{0x5, 3};
+    static constexpr Field wq_number{0x8, 24};
+    static constexpr Field fault_token{0x28, 24};
 };
 struct enable_hca_in {
     static constexpr uint32_t size_bits = 0x80;

@@ -45,8 +45,31 @@ struct EqeCmd {
     be32 vector;  // the completed command slots
     uint8_t rsvd[24];
 };
+// Page faults (mlx5_eqe_page_fault): a WQE's buffers (sub_type 0) or an
+// RDMA request's target (sub_type 1) are not present (datapath/odp.h).
+struct EqePfWqe {
+    be32 bytes_committed;
+    uint8_t rsvd1[2];
+    be16 wqe_index;
+    uint8_t rsvd2[2];
+    be16 packet_length;
+    be32 token;
+    uint8_t rsvd4[8];
+    be32 pftype_wq;  // 31:24 type (MLX5_WQE_PF_TYPE_*), 23:0 the QP or SRQ
+};
+struct EqePfRdma {
+    be32 bytes_committed;
+    be32 r_key;
+    uint8_t rsvd1[2];
+    be16 packet_length;
+    be32 rdma_op_len;
+    be64 rdma_va;
+    be32 pftype_token;  // 31:24 type, 23:0 token (the QP)
+};
 union EqeData {
     uint8_t raw[28] = {};
+    EqePfWqe pf_wqe;
+    EqePfRdma pf_rdma;
     EqeComp comp;
     EqeQpSrq qp_srq;
     EqeCqErr cq_err;
@@ -66,6 +89,10 @@ union EqeData {
 static_assert(sizeof(EqeData) == 28 && offsetof(EqeComp, cqn) == 0x18 && offsetof(EqeQpSrq, type) == 0x14 &&
               offsetof(EqeQpSrq, qp_srq_n) == 0x18 && offsetof(EqeCqErr, syndrome) == 0x0b &&
               offsetof(EqePortState, port) == 0x08);
+static_assert(sizeof(EqePfWqe) == 28 && offsetof(EqePfWqe, wqe_index) == 0x06 && offsetof(EqePfWqe, token) == 0x0c &&
+              offsetof(EqePfWqe, pftype_wq) == 0x18 && sizeof(EqePfRdma) == 28 && offsetof(EqePfRdma, r_key) == 0x04 &&
+              offsetof(EqePfRdma, rdma_op_len) == 0x0c && offsetof(EqePfRdma, rdma_va) == 0x10 &&
+              offsetof(EqePfRdma, pftype_token) == 0x18);
 
 // struct mlx5_eqe
 struct Eqe {

@@ -20,6 +20,8 @@ const char *xlat_error_name(XlatError e) {
     case XlatError::Access: return "access right missing";
     case XlatError::NoTranslation: return "translation entry missing";
     case XlatError::Depth: return "indirect keys nested too deep";
+    case XlatError::PageFault:
+        return "page not present (page fault)";
     }
     return "?";
 }
@@ -84,6 +86,20 @@ XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t 
     return translate_in(*m, pd, va, len, access, out, 0);
 }
 
+namespace {
+
+// Appends n bytes at addr to out, merged with the piece before if they
+// touch.
+void append_chunk(std::vector<DmaChunk> &out, uint64_t addr, uint64_t n) {
+    if (!out.empty() && out.back().addr + out.back().len == addr && out.back().len + n <= UINT32_MAX) {
+        out.back().len += static_cast<uint32_t>(n);
+    } else {
+        out.push_back({addr, static_cast<uint32_t>(n)});
+    }
+}
+
+}  // namespace
+
 XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                                   std::vector<DmaChunk> &out, int depth) const {
     const Mkey *m = &key;
@@ -113,20 +129,13 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
     if (!m->length64 && (va < m->start || len > m->len || va - m->start > m->len - len)) {
         return XlatError::Bounds;
     }
-    auto push = [&out](uint64_t addr, uint64_t n) {
-        if (!out.empty() && out.back().addr + out.back().len == addr && out.back().len + n <= UINT32_MAX) {
-            out.back().len += static_cast<uint32_t>(n);
-        } else {
-            out.push_back({addr, static_cast<uint32_t>(n)});
-        }
-    };
     if (m->mode == MkeyMode::Pa) {
         // Physical addressing: the address is the bus address (never a
         // device memory tag).
         if (DevMem::is_tagged(va) || DevMem::is_tagged(va + len - 1)) {
             return XlatError::NoTranslation;
         }
-        push(va, len);
+        append_chunk(out, va, len);
         return XlatError::None;
     }
     if (m->mode == MkeyMode::Klm) {
@@ -162,21 +171,32 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
     if (m->mode != MkeyMode::Mtt) {
         return XlatError::NoTranslation;
     }
-    // MTT: entry = (page of va) - (page of start); the first page may be
-    // entered at an offset (start not page aligned).
-    const unsigned shift = m->log_page_size;
+    return translate_mtt(*m, va, len, access, out);
+}
+
+// MTT: entry = (page of va) - (page of start); the first page may be
+// entered at an offset (start not page aligned). A page whose entry lacks
+// the access bit the access needs is not present.
+XlatError MkeyTable::translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uint8_t access,
+                                   std::vector<DmaChunk> &out) const {
+    const unsigned shift = m.log_page_size;
     const uint64_t psize = uint64_t{1} << shift;
-    const uint64_t base = m->start & ~(psize - 1);
+    const uint64_t base = m.start & ~(psize - 1);
+    const uint64_t need = ((access & (kAccLocalRead | kAccRemoteRead | kAccRemoteAtomic)) ? kMttRead : 0) |
+                          ((access & (kAccLocalWrite | kAccRemoteWrite | kAccRemoteAtomic)) ? kMttWrite : 0);
     uint64_t cur = va;
     uint64_t left = len;
     while (left) {
         const uint64_t entry = ((cur & ~(psize - 1)) - base) >> shift;
-        if (entry >= m->mtt.size() || DevMem::is_tagged(m->mtt[entry])) {
+        if (entry >= m.mtt.size() || DevMem::is_tagged(m.mtt[entry])) {
             return XlatError::NoTranslation;
+        }
+        if ((m.mtt[entry] & need) != need) {
+            return XlatError::PageFault;
         }
         const uint64_t in_page = cur & (psize - 1);
         const uint64_t n = std::min(left, psize - in_page);
-        push(m->mtt[entry] + in_page, n);
+        append_chunk(out, m.page(entry) + in_page, n);
         cur += n;
         left -= n;
     }
@@ -345,7 +365,7 @@ void MkeyTable::apply_umr(Mkey &m, const UmrOp &op) {
             m.mtt.resize(op.xlt_first + op.xlt.size());
         }
         for (size_t i = 0; i < op.xlt.size(); ++i) {
-            m.mtt[op.xlt_first + i] = op.xlt[i] & ~uint64_t{7};  // low bits: MLX5_IB_MTT_READ/WRITE
+            m.mtt[op.xlt_first + i] = op.xlt[i] & ~uint64_t{4};  // bits 1:0: kMttRead, kMttWrite
         }
     }
     if (op.mask & UmrOp::kMaskFree) {
@@ -497,9 +517,11 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         }
         mtt_entries_ += have;
         m.mtt.resize(have);
+        // pg_access: the entries' access bits count (a page without them
+        // is not present); without it every page given is.
+        const uint64_t present = c.get(ifc::create_mkey_in::pg_access) ? 0 : kMttAccess;
         for (uint64_t i = 0; i < have; ++i) {
-            // Low bits may carry MLX5_IB_MTT_PRESENT/READ/WRITE flags.
-            m.mtt[i] = load_be64(pas.data() + i * 8) & ~uint64_t{7};
+            m.mtt[i] = (load_be64(pas.data() + i * 8) & ~uint64_t{4}) | present;
         }
     }
     auto index = ids_.alloc();

@@ -29,6 +29,11 @@ enum Access : uint8_t {
     kAccRemoteAtomic = 16,
 };
 
+// The access bits of an MTT entry (mlx5_ib MLX5_IB_MTT_READ / _WRITE).
+inline constexpr uint64_t kMttRead = 1;
+inline constexpr uint64_t kMttWrite = 2;
+inline constexpr uint64_t kMttAccess = kMttRead | kMttWrite;
+
 // One entry of an indirect key's list (mlx5_klm): byte_count bytes of key
 // from address on, after the bytes of the entries before it.
 struct Klm {
@@ -55,10 +60,15 @@ struct Mkey {
     uint64_t len = 0;
     uint8_t log_page_size = 12;
     uint32_t octwords = 0;      // translations_octword_size
-    std::vector<uint64_t> mtt;  // page addresses (MTT mode)
+    // MTT mode: page addresses, each with its access bits in bits 1:0
+    // (kMttRead, kMttWrite). A page without the bit an access needs is not
+    // present: the access page-faults (on-demand paging, datapath/odp.h).
+    std::vector<uint64_t> mtt;
     std::vector<Klm> klm;       // entries (KLM mode)
 
     uint32_t key() const { return index << 8 | variant; }
+    // The page address of MTT entry i, without its access bits.
+    uint64_t page(size_t i) const { return mtt[i] & ~uint64_t{7}; }
 };
 
 // One physically contiguous piece of a translated range.
@@ -72,7 +82,9 @@ inline std::string access_letters(bool lr, bool lw, bool rr, bool rw, bool a) {
     return {lr ? 'r' : '-', lw ? 'w' : '-', rr ? 'R' : '-', rw ? 'W' : '-', a ? 'A' : '-'};
 }
 
-enum class XlatError : uint8_t { None, BadKey, Free, BadPd, BoundQp, Bounds, Access, NoTranslation, Depth };
+// PageFault: a page of an MTT key is not present for the access (its entry
+// lacks the read or write bit); the caller raises a page fault (odp.h).
+enum class XlatError : uint8_t { None, BadKey, Free, BadPd, BoundQp, Bounds, Access, NoTranslation, Depth, PageFault };
 const char *xlat_error_name(XlatError e);
 
 // A user-mode memory registration (UMR WQE, include/linux/mlx5/qp.h
@@ -167,6 +179,7 @@ class MkeyTable {
     void apply_umr(Mkey &m, const UmrOp &op);
     // CREATE_MKEY's access mode checks (PA, MTT, KLM for windows).
     bool create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const;
+    XlatError translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uint8_t access, std::vector<DmaChunk> &out) const;
     XlatError translate_in(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                            std::vector<DmaChunk> &out, int depth) const;
 

@@ -348,6 +348,7 @@ void QpTable::to_error(Qp &qp, const char *why) {
         HCA_TRACE(dev_, qp_error, .qpn = qp.qpn, .type = qp_type_name(qp.st), .from = qp_state_name(old),
                   .to = qp_state_name(QpState::Err), .reason = why);
     }
+    dev_.odp.forget(qp);  // a resume for its faults finds nothing waiting
     flush_sq(qp);
     flush_rq(qp);
     if (qp.rq_type == kRqSrq) {
@@ -366,6 +367,7 @@ void QpTable::to_sq_error(Qp &qp, const char *why) {
     qp.state = QpState::Sqer;
     HCA_TRACE(dev_, qp_error, .qpn = qp.qpn, .type = qp_type_name(qp.st), .from = qp_state_name(old),
               .to = qp_state_name(QpState::Sqer), .reason = why);
+    dev_.odp.forget_requester(qp);
     flush_sq(qp);
 }
 
@@ -398,6 +400,7 @@ void QpTable::arm_flush_timer(Qp &qp) {
 void QpTable::rc_reset(Qp &qp) {
     req_.reset(qp);  // its timers
     qp.rc = RcState{};
+    dev_.odp.forget(qp);
 }
 
 void QpTable::flush_sq(Qp &qp) {

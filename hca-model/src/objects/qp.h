@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "datapath/odp.h"
 #include "datapath/rc.h"
 #include "datapath/rc_req.h"
 #include "datapath/rc_resp.h"
@@ -145,6 +146,7 @@ struct Qp {
     int64_t flush_poll_ns = 0;  // the error state's RQ doorbell-record poll interval
     std::set<iba::Gid> mcgs;
     RcState rc;  // connected transports
+    QpFaults pf;  // page faults waiting for PAGE_FAULT_RESUME (datapath/odp.h)
     uint64_t sent = 0;
     uint64_t received = 0;
     uint64_t dropped = 0;

@@ -26,6 +26,12 @@ Srq *SrqTable::find(uint32_t srqn) {
     return it == srqs_.end() ? nullptr : &it->second;
 }
 
+void SrqTable::give_back(Srq &s, uint16_t index) {
+    s.head = index;
+    --s.consumed;
+    --s.received;
+}
+
 std::optional<uint16_t> SrqTable::take(Srq &s) {
     uint8_t db[4];
     if (!dev_.dma_read(s.dbr, db, 4)) {

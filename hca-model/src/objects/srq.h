@@ -58,6 +58,8 @@ class SrqTable {
     // Takes the next posted WQE; returns its index, or nullopt when the
     // driver has posted none (the doorbell counter equals what we consumed).
     std::optional<uint16_t> take(Srq &s);
+    // Undoes the take() of WQE index just done.
+    void give_back(Srq &s, uint16_t index);
     // Guest address of byte off of WQE index.
     uint64_t wqe_addr(const Srq &s, uint32_t index, uint32_t off = 0) const {
         return s.buf.addr(uint64_t{index & (s.nent() - 1)} * s.stride + off);
