@@ -1,9 +1,11 @@
 # hcasim-test: nodes=2 timeout=1500
 # Full verbs between two VMs: the rdma-core pingpongs over RC, UC, SRQ and
 # XRC (10000 iterations with data checks, 2000 in ./hcasim test; with GRH
-# and with completion events), retransmission under 1 % fabric loss, device
-# memory written, read and added to across the fabric, and the error semantics
-# user space sees (pyverbs: bad rkey, bad lkey, bounds, length).
+# and with completion events), on-demand paging (the pingpong's -o and -P,
+# and pages freed under traffic on both sides), retransmission under 1 %
+# fabric loss, device memory written, read and added to across the fabric,
+# and the error semantics user space sees (pyverbs: bad rkey, bad lkey,
+# bounds, length).
 me=$HCASIM_NODE
 check "modprobe mlx5_ib ib_uverbs" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm
 check "port ACTIVE" wait_port_active 120
@@ -27,6 +29,21 @@ for variant in "" "-g 0" "-e" "-g 0 -e"; do
     pp "uc$tag" "$n" ibv_uc_pingpong -d mlx5_0 -c -n "$n" $variant
     pp "srq$tag" "$n" ibv_srq_pingpong -d mlx5_0 -c -n "$n" $variant
 done
+# On-demand paging: buffers registered with IBV_ACCESS_ON_DEMAND (-o) are
+# mapped for the device as it touches them (page faults, PAGE_FAULT_RESUME);
+# -P prefetches them first (ibv_advise_mr). Implicit ODP (-O) is not
+# modelled (docs/STATUS.md).
+pp "rc-odp" "$n" ibv_rc_pingpong -d mlx5_0 -c -n "$n" -o
+pp "rc-odp-prefetch" "$n" ibv_rc_pingpong -d mlx5_0 -c -n "$n" -o -P
+barrier odp-pingpong 60
+# Pages given back to the kernel between rounds on both sides, so every
+# round faults them in again under traffic (py/odp_across.py): RDMA WRITE,
+# READ, SEND and fetch-and-add, every byte checked on both nodes.
+python3 /hcasim/py/odp_across.py "$me" $((1 - me)) /hcasim/shared "$(reps 8 4)" > /tmp/odp.txt 2>&1
+rc=$?
+cat /tmp/odp.txt
+check "on-demand paging across the fabric: the program passed (exit $rc)" test "$rc" = 0
+barrier odp 60
 # ibv_xsrq_pingpong has no data-check option (its -c is a client count); it
 # checks for "success". Its send QP asks for -n send WRs, and libmlx5 sizes
 # an XRC send WQE at 256 bytes (ctrl + room for a memory-window bind), so a

@@ -1,10 +1,11 @@
 # hcasim-test: nodes=2 timeout=1800 quick-timeout=1200
 # perftest between two VMs over the virtual HCAs: bandwidth and latency of
 # SEND (RC, UC, UD), RDMA WRITE (RC, UC), RDMA READ and both atomics, with
-# 4 QPs, an SRQ, inline data, post lists and all message sizes; then the
-# same basic tools over rxe on the virtio-net management network between the
-# same VMs, measured in the same run: RC SEND, WRITE and READ bandwidth must
-# be at least 3x rxe's, RC SEND and WRITE latency at most rxe's.
+# 4 QPs, an SRQ, inline data, post lists, all message sizes and on-demand
+# paging (--odp); then the same basic tools over rxe on the virtio-net
+# management network between the same VMs, measured in the same run: RC
+# SEND, WRITE and READ bandwidth must be at least 3x rxe's, RC SEND and
+# WRITE latency at most rxe's.
 me=$HCASIM_NODE
 check "modprobe mlx5_ib ib_uverbs rdma_rxe" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm rdma_rxe
 check "port ACTIVE" wait_port_active 120
@@ -86,6 +87,10 @@ perf write-inline ib_write_lat $D -I 64 -s 64 -n 1000
 perf write-postlist ib_write_bw $D -l 8 -n 1000
 perf write-all ib_write_bw $D -a -n 10
 perf send-all ib_send_lat $D -a -n 20
+# On-demand paging (--odp): the buffers fault in as the device touches them.
+perf write-odp ib_write_bw $D --odp -n 1000
+perf send-odp ib_send_bw $D --odp -n 1000
+perf read-odp ib_read_bw $D --odp -n 1000
 
 # The same over rxe (soft RoCE on the virtio-net management network).
 R="-d rxe0 -x 1"

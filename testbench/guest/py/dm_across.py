@@ -9,10 +9,7 @@ node 1's device memory; node 1 checks what arrived with ibv_memcpy_from_dm.
 
     dm_across.py NODE PEER SHARED_DIR
 Prints TAP lines; exit status 1 if a check failed."""
-import json
-import os
 import sys
-import time
 
 from pyverbs.cq import CQ
 from pyverbs.device import DM, AllocDmAttr, Context
@@ -21,7 +18,7 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 from verbs_enums import e  # noqa: E402
-from verbs_rc import Tap, connect_rc  # noqa: E402
+from verbs_rc import Tap, complete, connect_rc, publish, wait_for  # noqa: E402
 
 SIZE = 4096
 ACCESS = (e.IBV_ACCESS_ZERO_BASED | e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
@@ -31,37 +28,7 @@ tap = Tap()
 check = tap.check
 
 
-def publish(shared, me, name, value):
-    tmp = os.path.join(shared, f"dm-{name}.node{me}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(value, f)
-    os.rename(tmp, os.path.join(shared, f"dm-{name}.node{me}"))
-
-
-def wait_for(shared, node, name, timeout=60):
-    path = os.path.join(shared, f"dm-{name}.node{node}")
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-        time.sleep(0.1)
-    raise SystemExit(f"not ok - node {node} never published {name}")
-
-
-def complete(cq, what, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        nc, wcs = cq.poll(1)
-        if nc:
-            check(f"{what} completes successfully (status {wcs[0].status})", wcs[0].status == e.IBV_WC_SUCCESS)
-            return
-        time.sleep(0.001)
-    check(f"{what} completes within {timeout:.0f} s", False)
-
-
 def main(me, peer_node, shared):
-    os.makedirs(shared, exist_ok=True)
     ctx = Context(name="mlx5_0")
     check(f"the device offers device memory (max_dm_size {ctx.query_device_ex().max_dm_size})",
           ctx.query_device_ex().max_dm_size >= SIZE)
@@ -72,12 +39,12 @@ def main(me, peer_node, shared):
     dm = DM(ctx, AllocDmAttr(length=SIZE))
     dm.copy_to_dm(0, bytes(SIZE), SIZE)
     dmmr = DMMR(pd, SIZE, ACCESS, dm, 0)
-    publish(shared, me, "qp", {"qpn": qp.qp_num, "lid": ctx.query_port(1).lid, "rkey": dmmr.rkey})
-    peer = wait_for(shared, peer_node, "qp")
+    publish(shared, me, "dm-qp", {"qpn": qp.qp_num, "lid": ctx.query_port(1).lid, "rkey": dmmr.rkey})
+    peer = wait_for(shared, peer_node, "dm-qp")
     connect_rc(qp, peer["qpn"], peer["lid"], e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
                e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
-    publish(shared, me, "ready", {})
-    wait_for(shared, peer_node, "ready")
+    publish(shared, me, "dm-ready", {})
+    wait_for(shared, peer_node, "dm-ready")
 
     if me == 0:
         host = MR(pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
@@ -85,23 +52,23 @@ def main(me, peer_node, shared):
         wr = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(host.buf, len(PATTERN), host.lkey)])
         wr.set_wr_rdma(peer["rkey"], 64)  # zero based: offset 64 of the peer's device memory
         qp.post_send(wr)
-        complete(cq, "RDMA WRITE from host memory into the peer's device memory")
+        complete(tap, cq, "RDMA WRITE from host memory into the peer's device memory")
         wr = SendWR(wr_id=2, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(0, len(PATTERN), dmmr.lkey)])
         wr.set_wr_rdma(peer["rkey"], 64)
         qp.post_send(wr)
-        complete(cq, "RDMA READ from the peer's device memory into our own")
+        complete(tap, cq, "RDMA READ from the peer's device memory into our own")
         got = dm.copy_from_dm(0, len(PATTERN))
         check("what came back into our device memory is the pattern", bytes(got) == PATTERN)
         for i in range(3):
             wr = SendWR(wr_id=3 + i, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1, sg=[SGE(host.buf, 8, host.lkey)])
             wr.set_wr_atomic(peer["rkey"], 0, 5, 0)  # the counter at offset 0 of the peer's device memory
             qp.post_send(wr)
-            complete(cq, f"fetch-and-add {i + 1} on the peer's device memory")
+            complete(tap, cq, f"fetch-and-add {i + 1} on the peer's device memory")
         old = int.from_bytes(bytes(host.read(8, 0)), sys.byteorder)
         check(f"the last fetch-and-add returned the counter before it ({old}, expected 10)", old == 10)
-        publish(shared, me, "done", {})
+        publish(shared, me, "dm-done", {})
     else:
-        wait_for(shared, peer_node, "done", timeout=120)
+        wait_for(shared, peer_node, "dm-done", timeout=120)
         got = bytes(dm.copy_from_dm(64, len(PATTERN)))
         check("the peer's RDMA WRITE landed in our device memory", got == PATTERN)
         counter = int.from_bytes(bytes(dm.copy_from_dm(0, 8)), sys.byteorder)

@@ -1,5 +1,11 @@
-"""What the pyverbs guest programs share: TAP output and an RC QP taken
-from RESET to RTS towards a peer QP (on our own LID or another node's)."""
+"""What the pyverbs guest programs share: TAP output, an RC QP taken
+from RESET to RTS towards a peer QP (on our own LID or another node's),
+values exchanged between nodes through the run directory, and waiting for
+a completion."""
+import json
+import os
+import time
+
 from pyverbs.addr import AHAttr
 from pyverbs.qp import QPAttr
 
@@ -47,3 +53,37 @@ def connect_rc(qp, dest_qpn, dlid, access, rnr_retry=7):
     at.max_rd_atomic = 1
     qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
               e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+
+
+def publish(shared, me, name, value):
+    """Makes value (JSON) visible to the other nodes as name."""
+    os.makedirs(shared, exist_ok=True)
+    tmp = os.path.join(shared, f"{name}.node{me}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(value, f)
+    os.rename(tmp, os.path.join(shared, f"{name}.node{me}"))
+
+
+def wait_for(shared, node, name, timeout=60):
+    """What node published as name; exits the program if it never does."""
+    path = os.path.join(shared, f"{name}.node{node}")
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        time.sleep(0.05)
+    raise SystemExit(f"not ok - node {node} never published {name}")
+
+
+def complete(tap, cq, what, timeout=20.0):
+    """Polls cq for one completion and checks it succeeded; returns it."""
+    end = time.time() + timeout
+    while time.time() < end:
+        nc, wcs = cq.poll(1)
+        if nc:
+            tap.check(f"{what} completes successfully (status {wcs[0].status})", wcs[0].status == e.IBV_WC_SUCCESS)
+            return wcs[0]
+        time.sleep(0.001)
+    tap.check(f"{what} completes within {timeout:.0f} s", False)
+    return None
