@@ -180,6 +180,23 @@ TEST_CASE("ODP responder: an RDMA WRITE's target faults, RNR NAK, the retry land
     }
 }
 
+TEST_CASE("ODP: a function reset forgets the faults of both sides", "[odp]") {
+    Pair p;
+    EqHandle eq = pf_eq(p.a);
+    set_pages(p.a, p.a.mr.iova, 100, false);         // the source of a's SEND
+    set_pages(p.a, p.a.mr.iova + 8192, 100, false);  // the target of b's RDMA WRITE
+    p.a.d.post_send(p.qa, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, p.a.mr.iova, 100}}});
+    p.b.d.post_send(
+        p.qb,
+        {.opcode = hca::kWqeRdmaWrite, .inline_data = {1, 2, 3}, .raddr = p.a.mr.iova + 8192, .rkey = p.a.mr.key});
+    p.w.pump();
+    REQUIRE(p.a.d.next_eqe(eq));
+    REQUIRE(p.a.d.next_eqe(eq));
+    CHECK(p.w.a.dev.odp.outstanding() == 2);  // a requester (WQE) fault and a responder (RDMA) fault
+    p.w.a.dev.reset();
+    CHECK(p.w.a.dev.odp.outstanding() == 0);
+}
+
 TEST_CASE("ODP responder: a receive WQE's buffer faults, the WQE is kept for the retried SEND", "[odp]") {
     Pair p;
     EqHandle eq = pf_eq(p.b);

@@ -31,6 +31,7 @@ constexpr uint8_t kSubtypeRdma = 1;
 void PageFaults::reset() {
     pending_.clear();
     next_token_ = 1;
+    rdma_faults_ = 0;
 }
 
 bool PageFaults::can_fault() const {
