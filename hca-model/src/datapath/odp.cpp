@@ -72,8 +72,16 @@ bool PageFaults::requester(Qp &qp, PfType type, uint16_t index, uint8_t opcode, 
     return true;
 }
 
+// A responder fault can be raised unless no EQ takes them or the driver
+// failed the last one (that flag is taken: the fault at hand is final).
+bool PageFaults::responder_may_fault(Qp &qp) const {
+    const bool failed = qp.pf.resp_failed;
+    qp.pf.resp_failed = false;
+    return !failed && can_fault();
+}
+
 bool PageFaults::receive(Qp &qp, uint16_t index, uint32_t srqn, uint16_t packet_len) {
-    if (!can_fault()) {
+    if (!responder_may_fault(qp)) {
         return false;
     }
     if (qp.pf.responder_busy()) {
@@ -91,7 +99,7 @@ bool PageFaults::receive(Qp &qp, uint16_t index, uint32_t srqn, uint16_t packet_
 }
 
 bool PageFaults::rdma(Qp &qp, uint32_t rkey, uint64_t va, uint32_t len, uint16_t packet_len) {
-    if (!can_fault()) {
+    if (!responder_may_fault(qp)) {
         return false;
     }
     if (qp.pf.responder_busy()) {
@@ -111,12 +119,6 @@ bool PageFaults::rdma(Qp &qp, uint32_t rkey, uint64_t va, uint32_t len, uint16_t
     HCA_TRACE(dev_, mkey_page_fault, .qpn = qp.qpn, .kind = "rdma", .wq = qp.qpn, .token = qp.qpn, .rkey = rkey,
               .va = va, .len = len);
     return true;
-}
-
-bool PageFaults::take_resp_failure(Qp &qp) {
-    const bool failed = qp.pf.resp_failed;
-    qp.pf.resp_failed = false;
-    return failed;
 }
 
 void PageFaults::forget(Qp &qp) {

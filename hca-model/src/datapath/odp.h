@@ -50,13 +50,12 @@ class PageFaults {
     // CQE). False if no fault can be raised: the caller fails the access.
     bool requester(Qp &qp, PfType type, uint16_t index, uint8_t opcode, uint32_t bytes_committed, uint16_t next = 0);
     // The responder needs a page for receive WQE index (of SRQ srqn, or
-    // the QP's RQ for srqn 0).
+    // the QP's RQ for srqn 0). False also when the driver resumed the
+    // responder's last fault with error: this fault is final.
     bool receive(Qp &qp, uint16_t index, uint32_t srqn, uint16_t packet_len);
-    // The responder needs pages of rkey [va, va + len) for an RDMA request.
+    // The responder needs pages of rkey [va, va + len) for an RDMA request
+    // (false as for receive()).
     bool rdma(Qp &qp, uint32_t rkey, uint64_t va, uint32_t len, uint16_t packet_len);
-    // Takes the flag a resume with error left on the responder: if set,
-    // the fault at hand is final.
-    static bool take_resp_failure(Qp &qp);
     // The QP was reset, destroyed or went to error: its faults are gone.
     void forget(Qp &qp);
     // Its send queue went to SQ error: the requester's fault is gone.
@@ -77,6 +76,7 @@ class PageFaults {
     };
     uint32_t post_wqe(Qp &qp, const Pending &p, EqeData &data);
     bool can_fault() const;
+    bool responder_may_fault(Qp &qp) const;
     void resumed(const Pending &p, bool error);
 
     Device &dev_;

@@ -323,7 +323,7 @@ void RcResponder::fault_nak(Qp &qp, uint32_t psn) {
 }
 
 bool RcResponder::rdma_fault(Qp &qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len, size_t pkt_len) {
-    if (PageFaults::take_resp_failure(qp) || !dev_.odp.rdma(qp, rkey, va, len, static_cast<uint16_t>(pkt_len))) {
+    if (!dev_.odp.rdma(qp, rkey, va, len, static_cast<uint16_t>(pkt_len))) {
         return false;
     }
     fault_nak(qp, psn);
@@ -334,8 +334,7 @@ bool RcResponder::rdma_fault(Qp &qp, uint32_t psn, uint32_t rkey, uint64_t va, u
 // its WQE back: the SEND takes it again when it comes again.
 bool RcResponder::recv_fault(Qp &qp, uint32_t psn, bool first, size_t pkt_len) {
     auto &r = qp.rc.recv;
-    if (PageFaults::take_resp_failure(qp) ||
-        !dev_.odp.receive(qp, r.index, r.srq ? r.srqn : 0, static_cast<uint16_t>(pkt_len))) {
+    if (!dev_.odp.receive(qp, r.index, r.srq ? r.srqn : 0, static_cast<uint16_t>(pkt_len))) {
         return false;
     }
     if (first) {

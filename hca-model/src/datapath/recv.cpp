@@ -231,8 +231,7 @@ void Receiver::receive_ud(Qp &qp, const Packet &pkt, const iba::PacketView &v) {
     if (uint8_t synd = ud_scatter(qp, srq ? srq->pd : qp.pd, index, v)) {
         if (synd == kSyndPageFault) {
             // The datagram is lost; the WQE waits for its pages (odp.h).
-            if (!PageFaults::take_resp_failure(qp) &&
-                dev_.odp.receive(qp, index, srqn, static_cast<uint16_t>(v.payload.size()))) {
+            if (dev_.odp.receive(qp, index, srqn, static_cast<uint16_t>(v.payload.size()))) {
                 give_back(qp, index, srq);
                 ++qp.dropped;
                 HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = qp.qpn, .reason = "receive WQE page fault");

@@ -357,12 +357,7 @@ bool SendQueue::execute_wqe(Qp &qp, const SqWqe &w) {
 // and SQERR2RTS resumes it (IBA 10.3.1; ipoib_qp_state_validate_work()
 // recovers IPoIB's QP this way).
 bool SendQueue::fail_wqe(Qp &qp, const SqWqe &w, uint8_t synd, const char *why) {
-    req_err_cqe(dev_, qp, w.index, w.opcode, synd);
-    if (qp.ud_like()) {
-        qps_.to_sq_error(qp, why);
-    } else {
-        qps_.to_error(qp, why);
-    }
+    fail_at(qp, w.index, qp.sq_ci, w.opcode, synd, why);  // the WQE is consumed already
     return false;
 }
 
