@@ -25,6 +25,7 @@ STRUCTS = """
 query_hca_cap_in query_hca_cap_out set_hca_cap_in set_hca_cap_out
 cmd_hca_cap cmd_hca_cap_2 atomic_caps odp_cap odp_scheme_cap odp_per_transport_service_cap
 page_fault_resume_in page_fault_resume_out trans_page_fault_info
+query_special_contexts_in query_special_contexts_out
 enable_hca_in enable_hca_out disable_hca_in disable_hca_out
 query_issi_in query_issi_out set_issi_in set_issi_out
 query_pages_in query_pages_out manage_pages_in manage_pages_out

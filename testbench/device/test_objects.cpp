@@ -84,14 +84,14 @@ TEST_CASE("memory keys: PA and MTT translation, variant, bounds, access, PD", "[
     CHECK(s.d.exec(d, 16).status == 0x05);
     CHECK(s.b.dev.mkeys.translate(mr.key, pd, mr.iova, 1, 0, out) == hca::XlatError::BadKey);
 
-    // Bad input: unknown PD, KLM mode, too few page entries.
+    // Bad input: unknown PD, access mode 4 (none), too few page entries.
     CmdResult r;
     s.d.create_mtt_mkey(pd + 77, 0x1000, 4096, 3, &r);
     CHECK(r.status == 0x03);
-    auto klm = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
-    ifc::set(klm.data(), ifc::in(ifc::create_mkey_in::memory_key_mkey_entry, ifc::mkc::access_mode_1_0), 2);
-    ifc::set(klm.data(), ifc::in(ifc::create_mkey_in::memory_key_mkey_entry, ifc::mkc::pd), pd);
-    CHECK(s.d.exec(klm, 16).status == 0x03);
+    auto mode4 = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
+    ifc::set(mode4.data(), ifc::in(ifc::create_mkey_in::memory_key_mkey_entry, ifc::mkc::access_mode_4_2), 1);
+    ifc::set(mode4.data(), ifc::in(ifc::create_mkey_in::memory_key_mkey_entry, ifc::mkc::pd), pd);
+    CHECK(s.d.exec(mode4, 16).status == 0x03);
     auto short_pas = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes + 16);
     const auto me = ifc::create_mkey_in::memory_key_mkey_entry;
     ifc::set(short_pas.data(), ifc::in(me, ifc::mkc::access_mode_1_0), 1);

@@ -244,3 +244,85 @@ TEST_CASE("ODP requester: an RDMA READ response's scatter faults, the READ is as
     CHECK(op(*c) == hca::kCqeReq);
     CHECK(p.a.same(local, 6000, 6));
 }
+
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// Loads KSM entries of key from first on (mlx5_ib's update_xlt with
+// MLX5_IB_UPD_XLT_INDIRECT), through the privileged UMR path.
+void load_ksm(Node &n, uint32_t key, uint64_t first, const std::vector<std::pair<uint32_t, uint64_t>> &entries) {
+    hca::UmrOp op;
+    op.key = key;
+    static const uint8_t kNoMkc[64] = {};
+    op.mkc = kNoMkc;
+    op.xlt_first = first * 2;
+    for (const auto &[k, va] : entries) {
+        op.xlt.push_back(k);
+        op.xlt.push_back(va);
+    }
+    REQUIRE(n.d.bench().dev.mkeys.umr(op, nullptr) == hca::UmrError::None);
+}
+
+}  // namespace
+
+TEST_CASE("ODP implicit: a KSM key over the address space, null entries fault, a child key resolves them",
+          "[odp][ksm]") {
+    Pair p;
+    EqHandle eq = pf_eq(p.b);
+    // The null mkey, as mlx5_ib reads it (mlx5r_cmd_query_special_mkeys()).
+    auto in = Driver::inbox(hca::kOpQuerySpecialContexts, 0, ifc::query_special_contexts_in::size_bytes);
+    const CmdResult q = p.b.d.exec(in, ifc::query_special_contexts_out::size_bytes);
+    REQUIRE(q.status == 0);
+    const auto null_key = static_cast<uint32_t>(q.get(ifc::query_special_contexts_out::null_mkey));
+    CHECK(null_key == hca::kNullMkey);
+    // The implicit MR: 16 entries of 1 GiB, all zapped to the null mkey.
+    std::vector<Driver::IndirectEntry> zap(16, {0, null_key, 0});
+    const uint32_t imr = p.b.d.create_indirect_mkey(p.b.pd, 3, 30, 16, zap);
+    const uint64_t dst = 3 * kGiB + 0x100;
+    p.a.fill(p.a.mr.iova, 300, 5);
+    p.a.d.post_send(
+        p.qa, {.opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, p.a.mr.iova, 300}}, .raddr = dst, .rkey = imr});
+    p.w.pump();
+    auto e = p.b.d.next_eqe(eq);
+    REQUIRE(e);
+    CHECK((*e)[3] == 1);  // MLX5_PFAULT_SUBTYPE_RDMA, on the implicit key
+    CHECK(eqe32(*e, 0x04) == imr);
+    CHECK(hca::load_be64(e->data() + 0x20 + 0x10) == dst);
+    CHECK(!p.a.d.next_cqe(p.a.scq));
+
+    SECTION("the driver makes a child for GiB 3, loads its entry and resumes: the WRITE lands") {
+        const MrHandle child = p.b.d.create_mtt_mkey(p.b.pd, 3 * kGiB, 8192, 0x1f);
+        load_ksm(p.b, imr, 3, {{child.key, 3 * kGiB}});
+        REQUIRE(resume(p.b, 2, p.qb.qpn, p.qb.qpn) == 0);
+        p.w.advance(1'000'000);
+        auto c = p.a.d.next_cqe(p.a.scq);
+        REQUIRE(c);
+        CHECK(op(*c) == hca::kCqeReq);
+        const hca::Mkey *m = p.w.b.dev.mkeys.find(child.key);
+        REQUIRE(m);
+        const uint8_t *got = p.b.d.bench().host.mem(m->page(0) + 0x100, 300);
+        bool same = true;
+        for (size_t i = 0; i < 300; ++i) {
+            same = same && got[i] == static_cast<uint8_t>(5 + i * 7);
+        }
+        CHECK(same);
+        // A local SEND gathering through the implicit key from GiB 3 too.
+        p.a.d.post_recv(p.qa, p.a.mr.key, p.a.mr.iova + 4096, 4096);
+        p.b.d.post_send(p.qb, {.opcode = hca::kWqeSend, .sges = {{imr, dst, 300}}});
+        p.w.pump();
+        auto r = p.a.d.next_cqe(p.a.rcq);
+        REQUIRE(r);
+        CHECK(be32(*r, 0x2c) == 300);
+        CHECK(p.a.same(p.a.mr.iova + 4096, 300, 5));
+    }
+    SECTION("an address past the KSM's entries is a remote access error, no fault") {
+        REQUIRE(resume(p.b, 2, p.qb.qpn, p.qb.qpn, true) == 0);
+        p.w.advance(1'000'000);
+        check_error(p.a, hca::kSyndRemoteAccess);
+        CHECK(!p.b.d.next_eqe(eq));
+        std::vector<hca::DmaChunk> out;
+        CHECK(p.w.b.dev.mkeys.translate(imr, p.b.pd, 20 * kGiB, 8, hca::kAccRemoteWrite, out) ==
+              hca::XlatError::NoTranslation);
+    }
+}

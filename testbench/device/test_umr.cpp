@@ -223,14 +223,83 @@ TEST_CASE("memory windows: type 1 binds and unbinds; a bind the MR cannot back i
     }
 }
 
-TEST_CASE("CREATE_MKEY of a KLM key: a window (free, UMR-enabled, no list) only", "[umr][mw]") {
+TEST_CASE("CREATE_MKEY of KLM and KSM keys with their entries given: translation through them", "[umr][ksm]") {
     Wire w;
     Node n(w.a, 1);
+    hca::MkeyTable &keys = n.d.bench().dev.mkeys;
+    std::vector<hca::DmaChunk> want, got;
+    // KLM: 100 bytes of the MR at +50, then 200 at +5000, laid end to end.
+    const uint32_t klm =
+        n.d.create_indirect_mkey(n.pd, 2, 12, 4, {{100, n.mr.key, n.mr.iova + 50}, {200, n.mr.key, n.mr.iova + 5000}});
+    REQUIRE(keys.translate(klm, n.pd, 90, 20, hca::kAccLocalRead, got) == hca::XlatError::None);
+    REQUIRE(keys.translate(n.mr.key, n.pd, n.mr.iova + 140, 10, hca::kAccLocalRead, want) == hca::XlatError::None);
+    REQUIRE(keys.translate(n.mr.key, n.pd, n.mr.iova + 5000, 10, hca::kAccLocalRead, want) == hca::XlatError::None);
+    CHECK(got.size() == want.size());
+    CHECK(std::equal(got.begin(), got.end(), want.begin(), want.end(),
+                     [](const auto &x, const auto &y) { return x.addr == y.addr && x.len == y.len; }));
+    CHECK(keys.translate(klm, n.pd, 250, 100, hca::kAccLocalRead, got) == hca::XlatError::NoTranslation);
+
+    // KSM: 4 KiB entities; entry 1 names the MR at +8192, entry 2 the null
+    // mkey (a page fault), entry 3 is not given.
+    const uint32_t ksm = n.d.create_indirect_mkey(
+        n.pd, 3, 12, 4, {{0, n.mr.key, n.mr.iova}, {0, n.mr.key, n.mr.iova + 8192}, {0, hca::kNullMkey, 0}});
+    got.clear();
+    want.clear();
+    REQUIRE(keys.translate(ksm, n.pd, 4096 + 7, 100, hca::kAccLocalWrite, got) == hca::XlatError::None);
+    REQUIRE(keys.translate(n.mr.key, n.pd, n.mr.iova + 8192 + 7, 100, hca::kAccLocalWrite, want) ==
+            hca::XlatError::None);
+    CHECK((got.size() == 1 && want.size() == 1 && got[0].addr == want[0].addr && got[0].len == 100));
+    CHECK(keys.translate(ksm, n.pd, 2 * 4096, 8, hca::kAccLocalRead, got) == hca::XlatError::PageFault);
+    CHECK(keys.translate(ksm, n.pd, 3 * 4096, 8, hca::kAccLocalRead, got) == hca::XlatError::NoTranslation);
+    CHECK(keys.translate(ksm, n.pd + 1, 4096, 8, hca::kAccLocalRead, got) == hca::XlatError::BadPd);
+    // A KSM entry naming a KSM key naming a KSM key: nested too deep.
+    const uint32_t ksm2 = n.d.create_indirect_mkey(n.pd, 3, 12, 4, {{0, ksm, 4096}});
+    const uint32_t ksm3 = n.d.create_indirect_mkey(n.pd, 3, 12, 4, {{0, ksm2, 0}});
+    CHECK(keys.translate(ksm2, n.pd, 0, 8, hca::kAccLocalRead, got) == hca::XlatError::None);
+    CHECK(keys.translate(ksm3, n.pd, 0, 8, hca::kAccLocalRead, got) == hca::XlatError::Depth);
+
+    // Bad input: more entries than translations_octword_size, a KSM entity
+    // beyond 2^31 or below 2^12.
     CmdResult r;
+    n.d.create_indirect_mkey(n.pd, 3, 12, 1, {{0, n.mr.key, 0}, {0, n.mr.key, 0}}, false, &r);
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
+    n.d.create_indirect_mkey(n.pd, 3, 32, 1, {}, true, &r);
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
+    n.d.create_indirect_mkey(n.pd, 3, 11, 1, {}, true, &r);
+    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
+    // A 5-level implicit MR's KSM key (2^26 entries of 1 GiB) zapped to the
+    // null mkey costs the budget nothing; the entry of GiB 2^17 costs one
+    // chunk of 64 entries and the chunk slots up to it (objects/xlt_table.h).
+    const uint32_t big = n.d.create_indirect_mkey(n.pd, 3, 30, 1u << 26, {});
+    const uint64_t used = n.d.bench().dev.budget.used();
+    hca::UmrOp op;
+    op.key = big;
+    static const uint8_t kNoMkc[64] = {};
+    op.mkc = kNoMkc;
+    for (uint64_t first = 0; first < (uint64_t{1} << 26); first += 1u << 16) {
+        op.xlt_first = first * 2;
+        op.xlt.assign(uint64_t{2} << 16, 0);
+        for (size_t i = 0; i < op.xlt.size(); i += 2) {
+            op.xlt[i] = uint64_t{1} << 62 | hca::kNullMkey;  // a byte count, as 6.1's populate_klm() writes
+        }
+        REQUIRE(keys.umr(op, nullptr) == hca::UmrError::None);
+    }
+    CHECK(keys.find(big)->klm.size() == uint64_t{1} << 26);
+    CHECK(n.d.bench().dev.budget.used() == used);
+    got.clear();
+    CHECK(keys.translate(big, n.pd, uint64_t{5} << 40, 8, hca::kAccLocalRead, got) == hca::XlatError::PageFault);
+    op.xlt_first = uint64_t{2} << 17;
+    op.xlt = {n.mr.key, n.mr.iova - 0x100};
+    REQUIRE(keys.umr(op, nullptr) == hca::UmrError::None);
+    CHECK(n.d.bench().dev.budget.used() == used + 2049 + 128);
+    REQUIRE(keys.translate(big, n.pd, (uint64_t{1} << 47) + 0x100, 8, hca::kAccLocalRead, got) == hca::XlatError::None);
+    want.clear();
+    REQUIRE(keys.translate(n.mr.key, n.pd, n.mr.iova, 8, hca::kAccLocalRead, want) == hca::XlatError::None);
+    CHECK((got.size() == 1 && got[0].addr == want[0].addr));
+
+    // A window as mlx5_ib_alloc_mw() makes it still works.
     CHECK(n.d.create_window(n.pd, true, 0x44, &r) != 0);
     CHECK(r.status == 0);
-    n.d.create_window(n.pd, true, 0x44, &r, false);
-    CHECK(r.status == static_cast<uint8_t>(hca::Status::BadParam));
 }
 
 TEST_CASE("UMR QP: enable an MR-cache key with a pointed-to MTT list, RDMA through it, revoke", "[umr]") {

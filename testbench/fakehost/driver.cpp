@@ -777,6 +777,37 @@ uint32_t Driver::create_window(uint32_t pd, bool type2, uint8_t variant, CmdResu
     return r.status ? 0 : static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | variant;
 }
 
+uint32_t Driver::create_indirect_mkey(uint32_t pd, uint8_t mode, uint8_t log_page, uint32_t octwords,
+                                      const std::vector<IndirectEntry> &entries, bool free, CmdResult *res) {
+    auto in = inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes + entries.size() * 16);
+    const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::free_), free);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::umr_en), 1);
+    for (auto f : {ifc::mkc::lr, ifc::mkc::lw, ifc::mkc::rr, ifc::mkc::rw, ifc::mkc::a, ifc::mkc::length64}) {
+        ifc::set(in.data(), ifc::in(e, f), 1);
+    }
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), mode);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::mkey_7_0), 0x55);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::log_page_size), log_page);
+    ifc::set(in.data(), ifc::in(e, ifc::mkc::translations_octword_size), octwords);
+    ifc::set(in.data(), ifc::create_mkey_in::translations_octword_actual_size, entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+        uint8_t *p = in.data() + ifc::create_mkey_in::size_bytes + i * 16;
+        hca::store_be32(p, entries[i].bc);
+        hca::store_be32(p + 4, entries[i].key);
+        hca::store_be64(p + 8, entries[i].addr);
+    }
+    auto r = exec(in, 16);
+    if (res) {
+        *res = r;
+    } else if (r.status) {
+        throw std::runtime_error("CREATE_MKEY (indirect) failed");
+    }
+    return r.status ? 0 : static_cast<uint32_t>(r.get(ifc::create_mkey_out::mkey_index)) << 8 | 0x55;
+}
+
 void Driver::connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu, uint8_t retry,
                         uint8_t rnr_retry, uint8_t timeout, uint8_t min_rnr) {
     namespace ifc = hca::ifc;

@@ -179,6 +179,18 @@ class Driver {
     // KLM key with room for 4 entries, remote invalidation for type 2.
     uint32_t create_window(uint32_t pd, bool type2, uint8_t variant = 0x44, CmdResult *res = nullptr,
                            bool free = true);
+    // An indirect key of pd (mode 2: KLM, 3: KSM) over all addresses
+    // (length64), every access right, its entries given at creation (one
+    // per octoword: byte count, key, address; KSM ignores the count) and
+    // entities of 2^log_page bytes (KSM); a free key waits for a UMR.
+    struct IndirectEntry {
+        uint32_t bc;
+        uint32_t key;
+        uint64_t addr;
+    };
+    uint32_t create_indirect_mkey(uint32_t pd, uint8_t mode, uint8_t log_page, uint32_t octwords,
+                                  const std::vector<IndirectEntry> &entries, bool free = false,
+                                  CmdResult *res = nullptr);
     // RST -> INIT -> RTR -> RTS for a connected QP talking to remote_qpn at dlid.
     void connect_qp(const QpHandle &qp, uint32_t remote_qpn, uint16_t dlid, uint8_t mtu = 3, uint8_t retry = 7,
                     uint8_t rnr_retry = 7, uint8_t timeout = 14, uint8_t min_rnr = 1);

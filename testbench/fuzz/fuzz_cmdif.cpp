@@ -40,10 +40,27 @@ class Input {
 
 // Opcodes the device implements, so that most inputs get past BAD_OP.
 constexpr uint16_t kOpcodes[] = {
-    hca::kOpEnableHca,        hca::kOpDisableHca,   hca::kOpQueryIssi, hca::kOpSetIssi, hca::kOpQueryPages,
-    hca::kOpManagePages,      hca::kOpQueryHcaCap,  hca::kOpSetHcaCap, hca::kOpInitHca, hca::kOpTeardownHca,
-    hca::kOpSetDriverVersion, hca::kOpQueryAdapter, hca::kOpAccessReg, hca::kOpNop,     hca::kOpAllocUar,
-    hca::kOpDeallocUar,       hca::kOpCreateEq,     hca::kOpDestroyEq, hca::kOpQueryEq, hca::kOpPageFaultResume,
+    hca::kOpEnableHca,
+    hca::kOpDisableHca,
+    hca::kOpQueryIssi,
+    hca::kOpSetIssi,
+    hca::kOpQueryPages,
+    hca::kOpManagePages,
+    hca::kOpQueryHcaCap,
+    hca::kOpSetHcaCap,
+    hca::kOpInitHca,
+    hca::kOpTeardownHca,
+    hca::kOpSetDriverVersion,
+    hca::kOpQueryAdapter,
+    hca::kOpAccessReg,
+    hca::kOpNop,
+    hca::kOpAllocUar,
+    hca::kOpDeallocUar,
+    hca::kOpCreateEq,
+    hca::kOpDestroyEq,
+    hca::kOpQueryEq,
+    hca::kOpPageFaultResume,
+    hca::kOpQuerySpecialContexts,
 };
 
 }  // namespace

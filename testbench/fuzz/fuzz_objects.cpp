@@ -103,12 +103,13 @@ void create_eq(World &x, Input &in) {
 }
 
 void create_mkey(World &x, Input &in) {
-    const unsigned mode = in.pick(5);  // PA, MTT, free UMR-enabled, KLM, MEMIC (device memory)
+    // PA, MTT, free UMR-enabled, KLM, MEMIC (device memory), KSM.
+    const unsigned mode = in.pick(6);
     const unsigned oct = mode == 0 ? 0 : in.u8() % 9;
     auto box = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes + (mode == 2 ? 0 : oct * 16));
     const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
     const uint8_t access = in.u8();
-    ifc::set(box.data(), ifc::in(e, ifc::mkc::access_mode_1_0), mode == 0 ? 0 : mode == 3 ? 2 : 1);
+    ifc::set(box.data(), ifc::in(e, ifc::mkc::access_mode_1_0), mode == 0 ? 0 : mode == 3 ? 2 : mode == 5 ? 3 : 1);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::access_mode_4_2), mode == 4);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::lr), 1);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::lw), access & 1);
@@ -127,9 +128,13 @@ void create_mkey(World &x, Input &in) {
     ifc::set(box.data(), ifc::in(e, ifc::mkc::log_page_size), in.flag() ? 12 : in.u8() & 0x3f);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::translations_octword_size), oct);
     ifc::set(box.data(), ifc::create_mkey_in::translations_octword_actual_size, mode == 2 ? 0 : oct);
+    const bool indirect = mode == 3 || mode == 5;  // entries (byte count, key; address) naming keys
     for (unsigned i = 0; mode != 2 && i < oct * 2; ++i) {
-        hca::store_be64(box.data() + ifc::create_mkey_in::size_bytes + i * 8,
-                        in.flag() ? FakeHost::kMemBase + i * 4096 : in.u64());
+        const uint32_t k = in.flag() ? hca::kNullMkey : pick(in, x.mkeys) << 8 | in.u8();
+        const uint64_t v = !indirect    ? FakeHost::kMemBase + i * 4096
+                           : i % 2 == 0 ? uint64_t{in.u16()} << 32 | k
+                                        : uint64_t{in.u16()} * 64;
+        hca::store_be64(box.data() + ifc::create_mkey_in::size_bytes + i * 8, in.flag() ? v : in.u64());
     }
     auto r = run(x, in, box);
     if (ok(r)) {
@@ -363,6 +368,7 @@ void hca_cmd(World &x, Input &in) {
         {hca::kOpAllocMemic, ifc::alloc_memic_in::size_bytes, ifc::alloc_memic_out::size_bytes, false},
         {hca::kOpDeallocMemic, ifc::dealloc_memic_in::size_bytes, 16, false},
         {hca::kOpPageFaultResume, ifc::page_fault_resume_in::size_bytes, 16, false},
+        {hca::kOpQuerySpecialContexts, 16, ifc::query_special_contexts_out::size_bytes, false},
         {hca::kOpManagePages, 16 + 64, 16 + 64, true},
         {hca::kOpSetHcaCap, ifc::set_hca_cap_in::size_bytes, 16, true},
         {hca::kOpSetIssi, 16, 16, true},

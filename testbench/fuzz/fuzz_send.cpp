@@ -137,7 +137,7 @@ struct World {
         }
     }
     void new_free_key() {
-        for (uint32_t k : {free_key, window}) {
+        for (uint32_t k : {free_key, window, ksm}) {
             if (k) {
                 auto in = Driver::inbox(hca::kOpDestroyMkey, 0, 16);
                 hca::ifc::set(in.data(), hca::ifc::destroy_mkey_in::mkey_index, k >> 8);
@@ -146,9 +146,13 @@ struct World {
         }
         free_key = d.create_free_mkey(pd, 8);
         window = d.create_window(pd, true);  // a type 2 memory window (KLM)
+        // An implicit-ODP-like KSM key of 4 KiB entities: the MR's pages,
+        // a null entry (page fault) between them; past entry 3 nothing.
+        ksm = d.create_indirect_mkey(
+            pd, 3, 12, 4, {{0, mr.key, mr.iova}, {0, hca::kNullMkey, 0}, {0, mr.key, mr.iova + 4096}, {0, mr.key, 0}});
         umr_used = false;
     }
-    uint32_t window = 0;
+    uint32_t window = 0, ksm = 0;
     bool umr_used = true;
 
     void drain() {
@@ -189,6 +193,8 @@ uint32_t key(World &x, Input &in) {
     case 0: return x.mr.key;
     case 1: return in.flag() ? x.free_key : (x.window & ~0xffu) | (in.u8() & 0xff);
     case 2: return in.u32();
+    case 4:
+        return x.ksm;
     case 5:
         return x.memic_key;
     default: return x.lkey;
@@ -202,7 +208,7 @@ uint64_t addr(World &x, Input &in, uint32_t k) {
     if (k == x.memic_key) {
         return in.u16() % 9000;  // zero based; past 8 KiB is out of the key
     }
-    const uint64_t base = k == x.mr.key || k == x.free_key ? x.mr.iova : x.buf;
+    const uint64_t base = k == x.mr.key || k == x.free_key ? x.mr.iova : k == x.ksm ? 0 : x.buf;
     return base + in.u16() % 20000;
 }
 

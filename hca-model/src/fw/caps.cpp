@@ -49,12 +49,17 @@ const CapEntry kGeneralCaps[] = {
     GEN(rc, 1, 1, false),
     GEN(cqe_version, 0, 0, false),
     // Memory registration through UMR WQEs (MR cache, fast registration,
-    // IB_DEVICE_MEM_MGT_EXTENSIONS) of direct MTT keys; memory windows
-    // type 1 and 2 (imaicl: KLM keys loaded by the bind's UMR). No KSM, no
-    // KLM list given at creation (umr_indirect_mkey_disabled).
+    // IB_DEVICE_MEM_MGT_EXTENSIONS) of direct MTT keys and indirect KLM and
+    // KSM keys (memory windows type 1 and 2 with imaicl; implicit on-demand
+    // paging: a KSM key over the address space whose entries name 1 GiB MTT
+    // children or the null mkey, fixed_buffer_size), with translation
+    // offsets beyond 16 bits (umr_extended_translation_offset).
     GEN(umr_modify_entity_size_disabled, 0, 0, false),
     GEN(umr_modify_atomic_disabled, 0, 0, false),
-    GEN(umr_indirect_mkey_disabled, 1, 1, false),
+    GEN(umr_indirect_mkey_disabled, 0, 0, false),
+    GEN(umr_extended_translation_offset, 1, 1, false),
+    GEN(fixed_buffer_size, 1, 1, false),
+    GEN(null_mkey, 1, 1, false),  // QUERY_SPECIAL_CONTEXTS: MkeyTable::kNullMkey
     GEN(imaicl, 1, 1, false),
     GEN(log_pg_sz, 12, 12, false),
     // UAR and doorbells: 4 KiB UAR pages, BlueFlame with 2 x 256-byte

@@ -58,6 +58,8 @@ const CommandDesc kCommands[] = {
     CMD(kOpCreateMkey, create_mkey_in, create_mkey_out, I, d.mkeys.cmd_create_mkey(c)),
     CMD(kOpDestroyMkey, destroy_mkey_in, destroy_mkey_out, I, d.mkeys.cmd_destroy_mkey(c)),
     CMD(kOpQueryMkey, query_mkey_in, query_mkey_out, I, d.mkeys.cmd_query_mkey(c)),
+    CMD(kOpQuerySpecialContexts, query_special_contexts_in, query_special_contexts_out, I,
+        d.mkeys.cmd_query_special_contexts(c)),
     CMD(kOpCreateCq, create_cq_in, create_cq_out, I, d.cqs.cmd_create_cq(c)),
     CMD(kOpDestroyCq, destroy_cq_in, destroy_cq_out, I, d.cqs.cmd_destroy_cq(c)),
     CMD(kOpQueryCq, query_cq_in, query_cq_out, I, d.cqs.cmd_query_cq(c)),

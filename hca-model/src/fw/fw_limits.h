@@ -30,6 +30,12 @@ inline constexpr uint64_t kFirmwarePages = uint64_t{1} << 16;
 // inbox can carry (CommandInterface::kMaxMsg / 16 bytes per octword).
 inline constexpr uint64_t kMkeyOctwords = (uint64_t{32} << 20) / 16;
 
+// translations_octword_size of one KSM key (one entry per octoword, loaded
+// by UMRs): mlx5_ib's implicit ODP key on a guest with 5-level paging has
+// an entry per GiB of 2^56 bytes. The entries are kept sparse
+// (objects/xlt_table.h): what is charged is what is not the null mkey.
+inline constexpr uint64_t kKsmOctwords = uint64_t{1} << 26;
+
 }  // namespace limits
 
 // A budget of translation entries (limits::kTranslationEntries), shared by

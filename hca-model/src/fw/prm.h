@@ -95,6 +95,7 @@ enum Opcode : uint16_t {
     kOpCreateMkey = 0x200,
     kOpQueryMkey = 0x201,
     kOpDestroyMkey = 0x202,
+    kOpQuerySpecialContexts = 0x203,
     kOpPageFaultResume = 0x204,
     kOpAllocMemic = 0x205,
     kOpDeallocMemic = 0x206,

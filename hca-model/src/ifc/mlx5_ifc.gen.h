@@ -499,6 +499,25 @@ struct trans_page_fault_info {
     static constexpr Field wq_number{0x8, 24};
     static constexpr Field fault_token{0x28, 24};
 };
+struct query_special_contexts_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+};
+struct query_special_contexts_out {
+    static constexpr uint32_t size_bits = 0x100;
+    static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field dump_fill_mkey{0x40, 32};
+    static constexpr Field resd_lkey{0x60, 32};
+    static constexpr Field null_mkey{0x80, 32};
+    static constexpr Field terminate_scatter_list_mkey{0xa0, 32};
+    static constexpr Field repeated_mkey{0xc0, 32};
+};
 struct enable_hca_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;

@@ -40,9 +40,11 @@ const Mkey *MkeyTable::find(uint32_t key) const {
 
 namespace {
 
-// The translation entries a key holds, as charged to the device's budget
-// (a KLM entry is two 8-byte words, like two MTT entries).
-uint64_t entries(const Mkey &m) { return m.mtt.size() + 2 * m.klm.size(); }
+// What a key's translation entries cost the device's budget (8-byte units
+// of host memory, objects/xlt_table.h).
+uint64_t entries(const Mkey &m) {
+    return m.mtt.cost() + m.klm.cost();
+}
 
 // An indirect key's entries are reached with the local right matching the
 // access (IBA 10.6.7.2: a window's MR grants local write under remote write
@@ -139,39 +141,89 @@ XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uin
         return XlatError::None;
     }
     if (m->mode == MkeyMode::Klm) {
-        // The entries are laid end to end from start on; each piece goes
-        // through its own key, of the same PD.
-        if (depth >= kMaxIndirection) {
-            return XlatError::Depth;
-        }
-        uint64_t off = va - m->start;
-        uint64_t left = len;
-        for (const Klm &k : m->klm) {
-            if (!left || k.bc == 0) {
-                break;
-            }
-            if (off >= k.bc) {
-                off -= k.bc;
-                continue;
-            }
-            const uint64_t n = std::min<uint64_t>(left, k.bc - off);
-            const Mkey *inner = find(k.key);
-            if (!inner) {
-                return XlatError::BadKey;
-            }
-            if (const XlatError e = translate_in(*inner, pd, k.addr + off, n, inner_access(access), out, depth + 1);
-                e != XlatError::None) {
-                return e;
-            }
-            left -= n;
-            off = 0;
-        }
-        return left ? XlatError::NoTranslation : XlatError::None;
+        return translate_klm(*m, pd, va, len, access, out, depth);
+    }
+    if (m->mode == MkeyMode::Ksm) {
+        return translate_ksm(*m, pd, va, len, access, out, depth);
     }
     if (m->mode != MkeyMode::Mtt) {
         return XlatError::NoTranslation;
     }
     return translate_mtt(*m, va, len, access, out);
+}
+
+// KLM: the entries are laid end to end from start on; each piece goes
+// through its own key, of the same PD.
+XlatError MkeyTable::translate_klm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                                   std::vector<DmaChunk> &out, int depth) const {
+    if (depth >= kMaxIndirection) {
+        return XlatError::Depth;
+    }
+    uint64_t off = va - m.start;
+    uint64_t left = len;
+    for (size_t i = 0; i < m.klm.size(); ++i) {
+        const Klm k = m.klm[i];
+        if (!left || k.bc == 0) {
+            break;
+        }
+        if (off >= k.bc) {
+            off -= k.bc;
+            continue;
+        }
+        const uint64_t n = std::min<uint64_t>(left, k.bc - off);
+        const Mkey *inner = find(k.key);
+        if (!inner) {
+            return XlatError::BadKey;
+        }
+        if (const XlatError e = translate_in(*inner, pd, k.addr + off, n, inner_access(access), out, depth + 1);
+            e != XlatError::None) {
+            return e;
+        }
+        left -= n;
+        off = 0;
+    }
+    return left ? XlatError::NoTranslation : XlatError::None;
+}
+
+// KSM: entry i maps [start + i * 2^log_page_size, +2^log_page_size) to its
+// key from its address on. An entry naming the null mkey maps nothing yet:
+// the access page-faults (implicit ODP: the driver creates the child key,
+// loads the entry and resumes).
+XlatError MkeyTable::translate_ksm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                                   std::vector<DmaChunk> &out, int depth) const {
+    if (depth >= kMaxIndirection) {
+        return XlatError::Depth;
+    }
+    if (va < m.start) {
+        return XlatError::Bounds;
+    }
+    const unsigned shift = m.log_page_size;
+    const uint64_t size = uint64_t{1} << shift;
+    uint64_t off = va - m.start;
+    uint64_t left = len;
+    while (left) {
+        const uint64_t i = off >> shift;
+        if (i >= m.klm.size()) {
+            return XlatError::NoTranslation;
+        }
+        const Klm k = m.klm[i];
+        if (k.key == kNullMkey) {
+            return XlatError::PageFault;
+        }
+        const Mkey *inner = find(k.key);
+        if (!inner) {
+            return XlatError::BadKey;
+        }
+        const uint64_t in_entry = off & (size - 1);
+        const uint64_t n = std::min(left, size - in_entry);
+        if (const XlatError e = translate_in(*inner, pd, k.addr + in_entry, n, inner_access(access), out, depth + 1);
+            e != XlatError::None) {
+            return e;
+        }
+        off += n;
+        left -= n;
+    }
+    return XlatError::None;
 }
 
 // MTT: entry = (page of va) - (page of start); the first page may be
@@ -188,15 +240,16 @@ XlatError MkeyTable::translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uin
     uint64_t left = len;
     while (left) {
         const uint64_t entry = ((cur & ~(psize - 1)) - base) >> shift;
-        if (entry >= m.mtt.size() || DevMem::is_tagged(m.mtt[entry])) {
+        const uint64_t e = entry < m.mtt.size() ? m.mtt[entry] : 0;
+        if (entry >= m.mtt.size() || DevMem::is_tagged(e)) {
             return XlatError::NoTranslation;
         }
-        if ((m.mtt[entry] & need) != need) {
+        if ((e & need) != need) {
             return XlatError::PageFault;
         }
         const uint64_t in_page = cur & (psize - 1);
         const uint64_t n = std::min(left, psize - in_page);
-        append_chunk(out, m.page(entry) + in_page, n);
+        append_chunk(out, (e & ~uint64_t{7}) + in_page, n);
         cur += n;
         left -= n;
     }
@@ -229,9 +282,11 @@ const char *umr_error_name(UmrError e) {
     case UmrError::BadPd: return "key belongs to another PD than the QP";
     case UmrError::OtherQp: return "window is bound to another QP (CHECK_QPN)";
     case UmrError::BadMask: return "unsupported mkey_mask bit or check mode";
-    case UmrError::BadPageSize: return "log_page_size outside 12..30";
+    case UmrError::BadPageSize:
+        return "log_page_size outside 12..30 (12..31 for KSM)";
     case UmrError::XltTooLong: return "translation entries beyond translations_octword_size";
-    case UmrError::XltNoMtt: return "translation entries for a key that is neither MTT nor KLM";
+    case UmrError::XltNoMtt:
+        return "translation entries for a key that is neither MTT, KLM nor KSM";
     case UmrError::XltOffset: return "xlt_offset_47_16 without umr_extended_translation_offset";
     case UmrError::Budget: return "the device's translation-entry budget is spent";
     case UmrError::BindMr: return "window bind: the memory region is invalid, of another PD, too small or lacks "
@@ -240,45 +295,50 @@ const char *umr_error_name(UmrError e) {
     return "?";
 }
 
-UmrError MkeyTable::charge_xlt(Mkey &m, const UmrOp &op) {
+UmrError MkeyTable::charge_xlt(Mkey &m, const UmrOp &op, XltLoad &load) {
     if (op.xlt.empty()) {
         return UmrError::None;
     }
-    if (m.mode != MkeyMode::Mtt && m.mode != MkeyMode::Klm) {
+    if (m.mode != MkeyMode::Mtt && m.mode != MkeyMode::Klm && m.mode != MkeyMode::Ksm) {
         return UmrError::XltNoMtt;
     }
-    if (op.xlt_offset_high) {
+    if (op.xlt_offset_high && !dev_.fw.caps().gen(ifc::cmd_hca_cap::umr_extended_translation_offset)) {
         return UmrError::XltOffset;
     }
-    if (m.mode == MkeyMode::Klm) {
-        // One KLM entry per octoword, in 64-byte units as well (libmlx5's
-        // window bind sends one entry and three of padding).
-        const uint64_t end = (op.xlt_first + op.xlt.size()) / 2;
-        if (end > ((uint64_t{m.octwords} + 3) & ~uint64_t{3})) {
+    uint64_t extra = 0;
+    if (m.mode == MkeyMode::Klm || m.mode == MkeyMode::Ksm) {
+        // One KLM or KSM entry per octoword, in 64-byte units as well
+        // (libmlx5's window bind sends one entry and three of padding).
+        load.first = op.xlt_first / 2;
+        if (load.first + op.xlt.size() / 2 > ((uint64_t{m.octwords} + 3) & ~uint64_t{3})) {
             return UmrError::XltTooLong;
         }
-        if (end > m.klm.size()) {
-            if (!dev_.budget.take(2 * (end - m.klm.size()))) {
-                return UmrError::Budget;
-            }
-            mtt_entries_ += 2 * (end - m.klm.size());
+        load.klm.resize(op.xlt.size() / 2);
+        for (size_t i = 0; i < load.klm.size(); ++i) {
+            const uint64_t w = op.xlt[2 * i];
+            load.klm[i] = {m.mode == MkeyMode::Klm ? static_cast<uint32_t>(w >> 32) : 0, static_cast<uint32_t>(w),
+                           op.xlt[2 * i + 1]};
         }
-        return UmrError::None;
-    }
-    // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
-    // a key sized for 4 entries receives 8, the last ones zero padding.
-    const uint64_t end = op.xlt_first + op.xlt.size();
-    if (end > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
-        return UmrError::XltTooLong;
-    }
-    // Entries are stored as loaded; growing the table is charged to the
-    // budget (the last check: nothing fails after it).
-    if (end > m.mtt.size()) {
-        if (!dev_.budget.take(end - m.mtt.size())) {
-            return UmrError::Budget;
+        extra = m.klm.extra_cost(load.first, load.klm);
+    } else {
+        // Translation lists travel in 64-byte units (MLX5_UMR_MTT_ALIGNMENT):
+        // a key sized for 4 entries receives 8, the last ones zero padding.
+        load.first = op.xlt_first;
+        if (load.first + op.xlt.size() > ((uint64_t{m.octwords} * 2 + 7) & ~uint64_t{7})) {
+            return UmrError::XltTooLong;
         }
-        mtt_entries_ += end - m.mtt.size();
+        load.mtt.resize(op.xlt.size());
+        for (size_t i = 0; i < op.xlt.size(); ++i) {
+            load.mtt[i] = op.xlt[i] & ~uint64_t{4};  // bits 1:0: kMttRead, kMttWrite
+        }
+        extra = m.mtt.extra_cost(load.first, load.mtt);
     }
+    // What the table grows by is charged to the budget (the last check:
+    // nothing fails after it).
+    if (!dev_.budget.take(extra)) {
+        return UmrError::Budget;
+    }
+    mtt_entries_ += extra;
     return UmrError::None;
 }
 
@@ -312,7 +372,7 @@ bool MkeyTable::bind_ok(const Mkey &w, const UmrOp &op) const {
 
 // The UMR's mkey-mask fields and translation entries into the key, the
 // free state last.
-void MkeyTable::apply_umr(Mkey &m, const UmrOp &op) {
+void MkeyTable::apply_umr(Mkey &m, const UmrOp &op, const XltLoad &load) {
     auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
     if (op.mask & UmrOp::kMaskLen) {
         m.len = f(mkc::len);
@@ -351,23 +411,8 @@ void MkeyTable::apply_umr(Mkey &m, const UmrOp &op) {
     if (op.mask & UmrOp::kMaskA) {
         m.a = f(mkc::a);
     }
-    if (!op.xlt.empty() && m.mode == MkeyMode::Klm) {
-        const size_t first = op.xlt_first / 2;
-        if (m.klm.size() < first + op.xlt.size() / 2) {
-            m.klm.resize(first + op.xlt.size() / 2);
-        }
-        for (size_t i = 0; i + 1 < op.xlt.size(); i += 2) {
-            m.klm[first + i / 2] = {static_cast<uint32_t>(op.xlt[i] >> 32), static_cast<uint32_t>(op.xlt[i]),
-                                    op.xlt[i + 1]};
-        }
-    } else if (!op.xlt.empty()) {
-        if (m.mtt.size() < op.xlt_first + op.xlt.size()) {
-            m.mtt.resize(op.xlt_first + op.xlt.size());
-        }
-        for (size_t i = 0; i < op.xlt.size(); ++i) {
-            m.mtt[op.xlt_first + i] = op.xlt[i] & ~uint64_t{4};  // bits 1:0: kMttRead, kMttWrite
-        }
-    }
+    m.klm.store(load.first, load.klm);
+    m.mtt.store(load.first, load.mtt);
     if (op.mask & UmrOp::kMaskFree) {
         m.free = f(mkc::free_);
     }
@@ -401,26 +446,31 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
         return UmrError::OtherQp;
     }
     auto f = [&op](ifc::Field fld) { return ifc::get(op.mkc, fld); };
-    if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > 30)) {
+    // A KSM entry may span up to 2^31 bytes (max_mkey_log_entity_size_fixed_buffer
+    // unset: mlx5_ib's default), an MTT page up to 1 GiB.
+    const uint64_t max_page = m.mode == MkeyMode::Ksm ? 31 : 30;
+    if ((op.mask & UmrOp::kMaskPageSize) && (f(mkc::log_page_size) < 12 || f(mkc::log_page_size) > max_page)) {
         return UmrError::BadPageSize;
     }
     if (m.mode == MkeyMode::Klm && !bind_ok(m, op)) {
         return UmrError::BindMr;
     }
-    if (const UmrError e = charge_xlt(m, op); e != UmrError::None) {
+    XltLoad load;
+    if (const UmrError e = charge_xlt(m, op, load); e != UmrError::None) {
         return e;
     }
     // Checks passed: apply.
-    apply_umr(m, op);
+    apply_umr(m, op, load);
     HCA_TRACE(dev_, mkey_umr, .key = m.key(), .mask = op.mask, .flags = op.flags, .pd = m.pd, .start = m.start,
               .len = m.len, .length64 = m.length64, .page = m.log_page_size, .xlt = op.xlt.size(),
               .xlt_first = op.xlt_first, .access = access_letters(m.lr, m.lw, m.rr, m.rw, m.a), .free = m.free);
     return UmrError::None;
 }
 
-// KLM keys as memory windows use them (mlx5_ib_alloc_mw(): free, umr_en,
-// entries loaded by the bind's UMR); no KSM, and no KLM list given at
-// creation (umr_indirect_mkey_disabled).
+// Indirect keys hold at most 2^log_max_klm_list_size entries (KLM) or
+// limits::kKsmOctwords (KSM: mlx5_ib's implicit ODP key has one entry per
+// GiB of the address space, 2^17 with 4-level paging, 2^26 with 5-level);
+// a free, UMR-enabled key is loaded later by UMRs.
 bool MkeyTable::create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const {
     if (mode == static_cast<uint32_t>(MkeyMode::Memic)) {
         if (m.length64 || m.start < DevMem::kBarOffset || !DevMem::inside(m.start - DevMem::kBarOffset, m.len)) {
@@ -430,20 +480,107 @@ bool MkeyTable::create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const {
         }
         return true;
     }
-    if (mode > 2) {
-        c.fail(Status::BadParam, "access mode {} (KSM) is not supported", mode);
+    if (mode > 3) {
+        c.fail(Status::BadParam, "access mode {} is not supported", mode);
         return false;
     }
-    if (mode == 2 && (!m.free || !m.umr_en || c.get(ifc::create_mkey_in::translations_octword_actual_size))) {
-        c.fail(Status::BadParam,
-               "a KLM key is created free and UMR-enabled, its entries loaded by a UMR "
-               "(umr_indirect_mkey_disabled)");
-        return false;
-    }
-    if (mode == 2 && m.octwords > (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_klm_list_size))) {
+    if (mode == static_cast<uint32_t>(MkeyMode::Klm) &&
+        m.octwords > (1u << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_klm_list_size))) {
         c.fail(Status::BadParam, "translations_octword_size {} exceeds log_max_klm_list_size", m.octwords);
         return false;
     }
+    if (mode == static_cast<uint32_t>(MkeyMode::Ksm) && m.octwords > limits::kKsmOctwords) {
+        c.fail(Status::BadParam, "translations_octword_size {} exceeds {}", m.octwords, limits::kKsmOctwords);
+        return false;
+    }
+    if (mode == static_cast<uint32_t>(MkeyMode::Ksm) && (m.log_page_size < 12 || m.log_page_size > 31)) {
+        c.fail(Status::BadParam, "KSM entity size 2^{} outside 2^12..2^31", m.log_page_size);
+        return false;
+    }
+    return true;
+}
+
+// KLM entries (byte count, key, address) or KSM entries (key, address),
+// 16 bytes each, as many as translations_octword_actual_size says (an
+// entry not given translates nothing: the access fails).
+bool MkeyTable::create_indirect(CmdCtx &c, Mkey &m) {
+    const uint64_t actual = c.get(ifc::create_mkey_in::translations_octword_actual_size);
+    const auto list = c.in_block(ifc::create_mkey_in::klm_pas_mtt);
+    if (actual * 16 > list.size()) {
+        c.fail(Status::BadInputLen, "translations_octword_actual_size {} exceeds the inbox", actual);
+        return false;
+    }
+    if (actual > m.octwords) {
+        c.fail(Status::BadParam, "{} entries given for translations_octword_size {}", actual, m.octwords);
+        return false;
+    }
+    std::vector<Klm> entries(actual);
+    for (uint64_t i = 0; i < actual; ++i) {
+        const uint8_t *e = list.data() + i * 16;
+        entries[i] = {m.mode == MkeyMode::Klm ? load_be32(e) : 0, load_be32(e + 4), load_be64(e + 8)};
+    }
+    if (!charge(c, m.klm.extra_cost(0, entries), actual)) {
+        return false;
+    }
+    m.klm.store(0, entries);
+    return true;
+}
+
+bool MkeyTable::charge(CmdCtx &c, uint64_t cost, uint64_t entries) {
+    if (!dev_.budget.take(cost)) {
+        c.fail(Status::ExceedLim, "{} translation entries exceed the device's budget ({} of {} in use)", entries,
+               dev_.budget.used(), dev_.budget.max());
+        return false;
+    }
+    mtt_entries_ += cost;
+    return true;
+}
+
+// The page list of an MTT key: entries given at creation (all of them
+// unless the key is free).
+bool MkeyTable::create_mtt(CmdCtx &c, Mkey &m) {
+    if (m.log_page_size < 12 || m.log_page_size > 12 + 18) {
+        c.fail(Status::BadParam, "log_page_size {} outside 12..30", m.log_page_size);
+        return false;
+    }
+    if (m.length64) {
+        c.fail(Status::BadParam, "length64 with MTT translation");
+        return false;
+    }
+    const uint64_t psize = uint64_t{1} << m.log_page_size;
+    const uint64_t pages = m.len ? ((m.start & (psize - 1)) + m.len + psize - 1) >> m.log_page_size : 0;
+    const uint64_t actual = c.get(ifc::create_mkey_in::translations_octword_actual_size);
+    const auto pas = c.in_block(ifc::create_mkey_in::klm_pas_mtt);
+    if (!m.free && pages > uint64_t{m.octwords} * 2) {
+        c.fail(Status::BadParam, "translations_octword_size {} cannot map {} pages", m.octwords, pages);
+        return false;
+    }
+    if (actual * 16 > pas.size()) {
+        c.fail(Status::BadInputLen, "translations_octword_actual_size {} exceeds the inbox", actual);
+        return false;
+    }
+    if (m.octwords > limits::kMkeyOctwords) {
+        c.fail(Status::BadParam, "translations_octword_size {} exceeds {}", m.octwords, limits::kMkeyOctwords);
+        return false;
+    }
+    const uint64_t have = std::min<uint64_t>(actual * 2, pages);
+    if (!m.free && have < pages) {
+        c.fail(Status::BadParam, "{} page entries given for {} pages", actual * 2, pages);
+        return false;
+    }
+    // Only the entries given are stored: the MR cache creates thousands
+    // of free keys with room for up to 2^17 entries that a UMR fills later.
+    // pg_access: the entries' access bits count (a page without them
+    // is not present); without it every page given is.
+    const uint64_t present = c.get(ifc::create_mkey_in::pg_access) ? 0 : kMttAccess;
+    std::vector<uint64_t> pages_given(have);
+    for (uint64_t i = 0; i < have; ++i) {
+        pages_given[i] = (load_be64(pas.data() + i * 8) & ~uint64_t{4}) | present;
+    }
+    if (!charge(c, m.mtt.extra_cost(0, pages_given), have)) {
+        return false;
+    }
+    m.mtt.store(0, pages_given);
     return true;
 }
 
@@ -478,66 +615,29 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         return;
     }
     m.mode = static_cast<MkeyMode>(mode);
-    if (m.mode == MkeyMode::Mtt) {
-        if (m.log_page_size < 12 || m.log_page_size > 12 + 18) {
-            c.fail(Status::BadParam, "log_page_size {} outside 12..30", m.log_page_size);
-            return;
-        }
-        if (m.length64) {
-            c.fail(Status::BadParam, "length64 with MTT translation");
-            return;
-        }
-        const uint64_t psize = uint64_t{1} << m.log_page_size;
-        const uint64_t pages = m.len ? ((m.start & (psize - 1)) + m.len + psize - 1) >> m.log_page_size : 0;
-        const uint64_t actual = c.get(ifc::create_mkey_in::translations_octword_actual_size);
-        const auto pas = c.in_block(ifc::create_mkey_in::klm_pas_mtt);
-        if (!m.free && pages > uint64_t{m.octwords} * 2) {
-            c.fail(Status::BadParam, "translations_octword_size {} cannot map {} pages", m.octwords, pages);
-            return;
-        }
-        if (actual * 16 > pas.size()) {
-            c.fail(Status::BadInputLen, "translations_octword_actual_size {} exceeds the inbox", actual);
-            return;
-        }
-        if (m.octwords > limits::kMkeyOctwords) {
-            c.fail(Status::BadParam, "translations_octword_size {} exceeds {}", m.octwords, limits::kMkeyOctwords);
-            return;
-        }
-        const uint64_t have = std::min<uint64_t>(actual * 2, pages);
-        if (!m.free && have < pages) {
-            c.fail(Status::BadParam, "{} page entries given for {} pages", actual * 2, pages);
-            return;
-        }
-        // Only the entries given are stored: the MR cache creates thousands
-        // of free keys with room for up to 2^17 entries that a UMR fills later.
-        if (!dev_.budget.take(have)) {
-            c.fail(Status::ExceedLim, "{} translation entries exceed the device's budget ({} of {} in use)", have,
-                   dev_.budget.used(), dev_.budget.max());
-            return;
-        }
-        mtt_entries_ += have;
-        m.mtt.resize(have);
-        // pg_access: the entries' access bits count (a page without them
-        // is not present); without it every page given is.
-        const uint64_t present = c.get(ifc::create_mkey_in::pg_access) ? 0 : kMttAccess;
-        for (uint64_t i = 0; i < have; ++i) {
-            m.mtt[i] = (load_be64(pas.data() + i * 8) & ~uint64_t{4}) | present;
-        }
+    if (m.mode == MkeyMode::Ksm) {
+        m.klm = XltTable<Klm>(Klm{0, kNullMkey, 0});  // entries never loaded map nothing
+    }
+    if ((m.mode == MkeyMode::Klm || m.mode == MkeyMode::Ksm) && !create_indirect(c, m)) {
+        return;
+    }
+    if (m.mode == MkeyMode::Mtt && !create_mtt(c, m)) {
+        return;
     }
     auto index = ids_.alloc();
     if (!index || mkeys_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_mkey))) {
         if (index) {
             ids_.release(*index);
         }
-        dev_.budget.give(m.mtt.size());
-        mtt_entries_ -= m.mtt.size();
+        dev_.budget.give(entries(m));
+        mtt_entries_ -= entries(m);
         c.fail(Status::NoRes, "all memory keys are in use");
         return;
     }
     m.index = *index;
     c.set(ifc::create_mkey_out::mkey_index, m.index);
     HCA_TRACE(dev_, obj_create_mkey, .key = m.key(), .mode = mode_name(m.mode), .pd = m.pd, .start = m.start,
-              .len = m.len, .length64 = m.length64, .page = m.log_page_size, .entries = m.mtt.size(),
+              .len = m.len, .length64 = m.length64, .page = m.log_page_size, .entries = entries(m),
               .access = access_letters(m.lr, m.lw, m.rr, m.rw, m.a), .free = m.free);
     mkeys_.emplace(m.index, std::move(m));
 }
@@ -583,6 +683,10 @@ void MkeyTable::cmd_query_mkey(CmdCtx &c) {
     c.set(ifc::in(e, mkc::len), m.len);
     c.set(ifc::in(e, mkc::translations_octword_size), m.octwords);
     c.set(ifc::in(e, mkc::log_page_size), m.log_page_size);
+}
+
+void MkeyTable::cmd_query_special_contexts(CmdCtx &c) {
+    c.set(ifc::query_special_contexts_out::null_mkey, kNullMkey);
 }
 
 std::string MkeyTable::info() const {

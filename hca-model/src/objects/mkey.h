@@ -1,8 +1,9 @@
 // Memory keys (CREATE/DESTROY/QUERY_MKEY) and the translation every SGE,
 // RDMA address and atomic goes through: key variant, free state, PD, the QP
 // a type 2 window is bound to, bounds, access rights, then physical (PA),
-// page-table (MTT), indirect (KLM: memory windows) or device memory (MEMIC)
-// translation.
+// page-table (MTT), indirect (KLM: memory windows, KSM) or device memory (MEMIC)
+// translation; KSM keys are indirect keys of fixed-size entries
+// (1 << log_page_size bytes each, implicit on-demand paging).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "objects/ids.h"
+#include "objects/xlt_table.h"
 
 namespace hca {
 
@@ -40,9 +42,16 @@ struct Klm {
     uint32_t bc = 0;
     uint32_t key = 0;
     uint64_t addr = 0;
+    bool operator==(const Klm &) const = default;
 };
 
 inline constexpr uint32_t kAnyQpn = 0xffffff;
+
+// The null mkey (QUERY_SPECIAL_CONTEXTS, cap null_mkey): index 0, never
+// allocated. A KSM entry naming it maps nothing; an access through it page
+// faults (implicit on-demand paging: mlx5_ib zaps a KSM key's entries to it
+// and fills them with 1 GiB children as faults come).
+inline constexpr uint32_t kNullMkey = 0x00000001;
 
 struct Mkey {
     uint32_t index = 0;
@@ -63,8 +72,10 @@ struct Mkey {
     // MTT mode: page addresses, each with its access bits in bits 1:0
     // (kMttRead, kMttWrite). A page without the bit an access needs is not
     // present: the access page-faults (on-demand paging, datapath/odp.h).
-    std::vector<uint64_t> mtt;
-    std::vector<Klm> klm;       // entries (KLM mode)
+    XltTable<uint64_t> mtt;
+    // KLM and KSM modes: the entries (a KSM entry has no byte count; one
+    // never loaded names the null mkey).
+    XltTable<Klm> klm;
 
     uint32_t key() const { return index << 8 | variant; }
     // The page address of MTT entry i, without its access bits.
@@ -166,20 +177,36 @@ class MkeyTable {
     void cmd_create_mkey(CmdCtx &c);
     void cmd_destroy_mkey(CmdCtx &c);
     void cmd_query_mkey(CmdCtx &c);
+    void cmd_query_special_contexts(CmdCtx &c);
     std::string info() const;
 
   private:
     // The checks of a UMR's translation entries; the last one charges the
     // entries the table grows by to the budget.
-    UmrError charge_xlt(Mkey &m, const UmrOp &op);
+    struct XltLoad {  // a UMR's entries as the key stores them
+        size_t first = 0;
+        std::vector<uint64_t> mtt;
+        std::vector<Klm> klm;
+    };
+    UmrError charge_xlt(Mkey &m, const UmrOp &op, XltLoad &load);
     // A window bind's checks of the keys its KLM entries name (IBA
     // 10.6.7.2: same PD, valid, the range inside, local write under remote
     // write or atomic access).
     bool bind_ok(const Mkey &w, const UmrOp &op) const;
-    void apply_umr(Mkey &m, const UmrOp &op);
-    // CREATE_MKEY's access mode checks (PA, MTT, KLM for windows).
+    void apply_umr(Mkey &m, const UmrOp &op, const XltLoad &load);
+    // CREATE_MKEY's access mode checks (PA, MTT, KLM, KSM, MEMIC).
     bool create_mode_ok(CmdCtx &c, const Mkey &m, uint32_t mode) const;
+    // An indirect key's entries given at creation (KLM or KSM).
+    bool create_indirect(CmdCtx &c, Mkey &m);
+    bool create_mtt(CmdCtx &c, Mkey &m);
+    // Takes cost units of the budget for a new key's entries, or fails the
+    // command with EXCEED_LIM.
+    bool charge(CmdCtx &c, uint64_t cost, uint64_t entries);
     XlatError translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uint8_t access, std::vector<DmaChunk> &out) const;
+    XlatError translate_klm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                            std::vector<DmaChunk> &out, int depth) const;
+    XlatError translate_ksm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                            std::vector<DmaChunk> &out, int depth) const;
     XlatError translate_in(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                            std::vector<DmaChunk> &out, int depth) const;
 
