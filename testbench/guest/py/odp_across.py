@@ -10,9 +10,12 @@ again under traffic, on both sides of the fabric:
           buffer R (freed: the receive WQE faults) and adds to a counter in
           node 1's B (an atomic on a freed page after node 1's check);
   node 1  checks B and R against the round's pattern, then frees them.
-Every transfer and every byte is checked.
+Every transfer and every byte is checked. With "implicit", each node
+reaches all its buffers through one implicit ODP MR (ibv_reg_mr of the
+whole address space): the device finds no translation for a buffer's GiB
+until the driver has made one (mlx5_ib's KSM key and its 1 GiB children).
 
-    odp_across.py NODE PEER SHARED_DIR [ROUNDS]
+    odp_across.py NODE PEER SHARED_DIR [ROUNDS [explicit|implicit]]
 Prints TAP lines; exit status 1 if a check failed."""
 import ctypes
 import mmap
@@ -40,14 +43,25 @@ def pattern(r):
 
 # Anonymous memory and madvise() from Python itself: rdma-core 44's pyverbs
 # has no madvise.
-_maps = []
 _libc = ctypes.CDLL(None, use_errno=True)
+TAG = "odp"  # names of the files the nodes meet through ("iodp": implicit)
 
 
-def odp_mr(pd):
-    m = mmap.mmap(-1, SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    _maps.append(m)
-    return MR(pd, SIZE, ODP, address=ctypes.addressof(ctypes.c_char.from_buffer(m)))
+class Buf:
+    """SIZE bytes of anonymous memory and the keys the device reaches them
+    with: an explicit ODP MR of the buffer, or the node's implicit MR."""
+
+    def __init__(self, pd, implicit_mr=None):
+        self.map = mmap.mmap(-1, SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.buf = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.mr = implicit_mr or MR(pd, SIZE, ODP, address=self.buf)
+        self.lkey, self.rkey = self.mr.lkey, self.mr.rkey
+
+    def read(self, length, offset):
+        return self.map[offset:offset + length]
+
+    def write(self, data, length):
+        self.map[0:length] = data[:length]
 
 
 def madvise(addr, length):
@@ -68,10 +82,10 @@ def post_recv(qp, mr):
     qp.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[SGE(mr.buf, SIZE, mr.lkey)]))
 
 
-def node0(qp, cq, pd, peer, rounds, shared):
-    a, c, res = odp_mr(pd), odp_mr(pd), odp_mr(pd)
+def node0(qp, cq, peer, rounds, shared, new_buf):
+    a, c, res = new_buf(), new_buf(), new_buf()
     for r in range(rounds):
-        wait_for(shared, 1, f"odp-freed-{r}", timeout=120)
+        wait_for(shared, 1, f"{TAG}-freed-{r}", timeout=120)
         madvise(a.buf, SIZE)
         madvise(c.buf, SIZE)
         a.write(pattern(r), SIZE)
@@ -82,8 +96,8 @@ def node0(qp, cq, pd, peer, rounds, shared):
         check(f"round {r}: what the READ brought back is the pattern", bytes(c.read(SIZE, 0)) == pattern(r))
         qp.post_send(SendWR(wr_id=3, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(a.buf, SIZE, a.lkey)]))
         complete(tap, cq, f"round {r}: SEND into the peer's freed receive buffer")
-        publish(shared, 0, f"odp-sent-{r}", {})
-        wait_for(shared, 1, f"odp-checked-{r}", timeout=120)
+        publish(shared, 0, f"{TAG}-sent-{r}", {})
+        wait_for(shared, 1, f"{TAG}-checked-{r}", timeout=120)
         madvise(res.buf, SIZE)
         wr = SendWR(wr_id=4, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1, sg=[SGE(res.buf, 8, res.lkey)])
         wr.set_wr_atomic(peer["b_rkey"], peer["b_addr"], 1, 0)
@@ -91,10 +105,11 @@ def node0(qp, cq, pd, peer, rounds, shared):
         complete(tap, cq, f"round {r}: fetch-and-add on a freed page, the result into a freed page")
         old = int.from_bytes(bytes(res.read(8, 0)), sys.byteorder)
         check(f"round {r}: the fetch-and-add found 0 (the freed page reads as zeros), got {old}", old == 0)
-        publish(shared, 0, f"odp-added-{r}", {})
+        publish(shared, 0, f"{TAG}-added-{r}", {})
 
 
-def main(me, peer_node, shared, rounds):
+def main(me, peer_node, shared, rounds, implicit):
+    global TAG
     ctx = Context(name="mlx5_0")
     caps = ctx.query_device_ex().odp_caps
     check(f"the device offers on-demand paging for RC (general {caps.general_caps:#x}, rc {caps.rc_odp_caps:#x})",
@@ -102,37 +117,48 @@ def main(me, peer_node, shared, rounds):
           (caps.rc_odp_caps & (e.IBV_ODP_SUPPORT_SEND | e.IBV_ODP_SUPPORT_RECV | e.IBV_ODP_SUPPORT_WRITE |
                                e.IBV_ODP_SUPPORT_READ | e.IBV_ODP_SUPPORT_ATOMIC)) == 0x1f)
     pd = PD(ctx)
+    implicit_mr = None
+    if implicit:
+        TAG = "iodp"
+        check("the device offers implicit on-demand paging", bool(caps.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT))
+        implicit_mr = MR(pd, SIZE, ODP, implicit=True)
+        check(f"one implicit MR for every buffer (lkey {implicit_mr.lkey:#x})", implicit_mr.lkey != 0)
+
+    def new_buf():
+        return Buf(pd, implicit_mr)
+
     cq = CQ(ctx, 16)
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
                            cap=QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)))
     mine = {"qpn": qp.qp_num, "lid": ctx.query_port(1).lid}
     if me == 1:
-        b, rbuf = odp_mr(pd), odp_mr(pd)
+        b, rbuf = new_buf(), new_buf()
         mine.update(b_rkey=b.rkey, b_addr=b.buf)
-    publish(shared, me, "odp-qp", mine)
-    peer = wait_for(shared, peer_node, "odp-qp")
+    publish(shared, me, f"{TAG}-qp", mine)
+    peer = wait_for(shared, peer_node, f"{TAG}-qp")
     connect_rc(qp, peer["qpn"], peer["lid"], e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
                e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
     if me == 0:
-        node0(qp, cq, pd, peer, rounds, shared)
+        node0(qp, cq, peer, rounds, shared, new_buf)
         return 1 if tap.failed else 0
     for r in range(rounds):
         madvise(b.buf, SIZE)
         madvise(rbuf.buf, SIZE)
         post_recv(qp, rbuf)
-        publish(shared, 1, f"odp-freed-{r}", {})
-        wait_for(shared, 0, f"odp-sent-{r}", timeout=120)
+        publish(shared, 1, f"{TAG}-freed-{r}", {})
+        wait_for(shared, 0, f"{TAG}-sent-{r}", timeout=120)
         wc = complete(tap, cq, f"round {r}: the SEND arrived in the freed receive buffer")
         check(f"round {r}: the SEND carried {SIZE} bytes", wc is not None and wc.byte_len == SIZE)
         check(f"round {r}: the RDMA WRITE landed in the freed pages", bytes(b.read(SIZE, 0)) == pattern(r))
         check(f"round {r}: the SEND landed in the freed receive buffer", bytes(rbuf.read(SIZE, 0)) == pattern(r))
         madvise(b.buf, SIZE)
-        publish(shared, 1, f"odp-checked-{r}", {})
-        wait_for(shared, 0, f"odp-added-{r}", timeout=120)
+        publish(shared, 1, f"{TAG}-checked-{r}", {})
+        wait_for(shared, 0, f"{TAG}-added-{r}", timeout=120)
         counter = int.from_bytes(bytes(b.read(8, 0)), sys.byteorder)
         check(f"round {r}: the peer's fetch-and-add left 1 in the freed page ({counter})", counter == 1)
     return 1 if tap.failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 4))
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 4,
+                  len(sys.argv) > 5 and sys.argv[5] == "implicit"))
