@@ -240,8 +240,11 @@ XlatError MkeyTable::translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uin
     uint64_t left = len;
     while (left) {
         const uint64_t entry = ((cur & ~(psize - 1)) - base) >> shift;
-        const uint64_t e = entry < m.mtt.size() ? m.mtt[entry] : 0;
-        if (entry >= m.mtt.size() || DevMem::is_tagged(e)) {
+        if (entry >= m.mtt.size()) {
+            return XlatError::NoTranslation;
+        }
+        const uint64_t e = m.mtt[entry];
+        if (DevMem::is_tagged(e)) {
             return XlatError::NoTranslation;
         }
         if ((e & need) != need) {
