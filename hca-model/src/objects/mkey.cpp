@@ -42,8 +42,14 @@ namespace {
 
 // What a key's translation entries cost the device's budget (8-byte units
 // of host memory, objects/xlt_table.h).
-uint64_t entries(const Mkey &m) {
+uint64_t cost(const Mkey &m) {
     return m.mtt.cost() + m.klm.cost();
+}
+
+// How many translation entries a key has (MTT, KLM or KSM), present or
+// blank: what the trace and `info` say.
+uint64_t entries(const Mkey &m) {
+    return m.mtt.size() + m.klm.size();
 }
 
 // An indirect key's entries are reached with the local right matching the
@@ -632,8 +638,8 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
         if (index) {
             ids_.release(*index);
         }
-        dev_.budget.give(entries(m));
-        mtt_entries_ -= entries(m);
+        dev_.budget.give(cost(m));
+        mtt_entries_ -= cost(m);
         c.fail(Status::NoRes, "all memory keys are in use");
         return;
     }
@@ -653,8 +659,8 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
         return;
     }
     HCA_TRACE(dev_, obj_destroy_mkey, .key = it->second.key());
-    dev_.budget.give(entries(it->second));
-    mtt_entries_ -= entries(it->second);
+    dev_.budget.give(cost(it->second));
+    mtt_entries_ -= cost(it->second);
     mkeys_.erase(it);
     ids_.release(index);
 }
