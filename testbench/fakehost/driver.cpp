@@ -673,6 +673,13 @@ void Driver::post_send(QpHandle &qp, const SendWr &wr, bool ring) {
         hca::store_be32(x, wr.xrc_srqn);
         put(x, 16);
     }
+    if (qp.st == hca::kQpDci) {
+        uint8_t av[48] = {};
+        hca::store_be64(av, wr.dc_key);
+        hca::store_be32(av + 8, 0x80000000u | wr.dctn);
+        hca::store_be16(av + 14, wr.dlid);
+        put(av, 48);
+    }
     const bool rdma = wr.opcode == hca::kWqeRdmaWrite || wr.opcode == hca::kWqeRdmaWriteImm ||
                       wr.opcode == hca::kWqeRdmaRead;
     const bool atomic = wr.opcode == hca::kWqeAtomicCs || wr.opcode == hca::kWqeAtomicFa;

@@ -152,7 +152,7 @@ class Driver {
                       const std::array<uint8_t, 16> &dgid = {}, bool imm = false, uint32_t imm_data = 0,
                       bool two_halves = false);
     void ring_sq(QpHandle &qp, uint32_t wqebb_index, uint32_t ds, uint8_t opcode, bool two_halves = false);
-    // A send WQE of a connected QP (RC/UC/XRC); rings the doorbell.
+    // A send WQE of a connected QP (RC/UC/XRC/DCI); rings the doorbell.
     struct SendWr {
         uint8_t opcode = hca::kWqeSend;
         std::vector<Sge> sges;
@@ -166,6 +166,10 @@ class Driver {
         bool signaled = true;
         bool solicited = false;
         uint8_t fence = 0;
+        // A DCI's address segment: the DCT, its LID and access key.
+        uint32_t dctn = 0;
+        uint16_t dlid = 0;
+        uint64_t dc_key = 0;
     };
     void post_send(QpHandle &qp, const SendWr &wr, bool ring = true);
     // Any WQE: a control segment for opcode/imm followed by body (whole

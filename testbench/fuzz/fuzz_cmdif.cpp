@@ -61,6 +61,11 @@ constexpr uint16_t kOpcodes[] = {
     hca::kOpQueryEq,
     hca::kOpPageFaultResume,
     hca::kOpQuerySpecialContexts,
+    hca::kOpCreateDct,
+    hca::kOpDestroyDct,
+    hca::kOpDrainDct,
+    hca::kOpQueryDct,
+    hca::kOpArmDctForKeyViolation,
 };
 
 }  // namespace

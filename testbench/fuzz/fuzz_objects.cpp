@@ -1,7 +1,7 @@
 // libFuzzer target: object lifecycles through the command interface.  A
 // small decoder turns the input into a command sequence — create EQs, CQs,
 // PDs, XRCDs, Q counter sets, mkeys (PA, MTT, free/UMR), QPs of every type,
-// SRQs, XRC SRQs and RMPs; walk QPs through their state transitions; query, modify, arm,
+// SRQs, XRC SRQs, RMPs and DCTs; walk QPs through their state transitions; query, modify, arm,
 // attach to multicast groups and destroy in any order — with handles taken
 // from the objects created so far (or made up), well-formed inboxes whose
 // fields the input chooses, and a few bytes of each inbox overwritten.
@@ -35,7 +35,7 @@ struct World {
     bool dirty = false;  // the input changed the HCA itself: reset the device
     // Objects the current input created, by kind; destroyed afterwards in
     // dependency order (QPs first).
-    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, srqs, xsrqs, rmps, uars;
+    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, dcts, srqs, xsrqs, rmps, uars;
     std::vector<std::pair<uint64_t, uint32_t>> memics;  // device memory: BAR0 address, bytes
 
     void setup() {
@@ -278,6 +278,29 @@ void create_srq(World &x, Input &in) {
     }
 }
 
+void create_dct(World &x, Input &in) {
+    auto box = Driver::inbox(hca::kOpCreateDct, in.u8() < 240 ? 0 : in.u8(), ifc::create_dct_in::size_bytes);
+    const auto c = ifc::create_dct_in::dct_context_entry;
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::pd), pick(in, x.pds));
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::srqn_xrqn), pick(in, in.flag() ? x.rmps : x.srqs));
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::cqn), pick(in, x.cqs));
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::dc_access_key), in.u64());
+    const uint8_t acc = in.u8();
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::rre), acc & 1);
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::rwe), (acc >> 1) & 1);
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::rae), (acc >> 2) & 1);
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::atomic_mode), acc >> 4);
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::port), in.u8() < 240 ? 1 : in.u8());
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::mtu), in.u8() % 8);
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::min_rnr_nak), in.u8());
+    ifc::set(box.data(), ifc::in(c, ifc::dctc::counter_set_id), pick(in, x.qcounters, 0xff));
+    hcafuzz::patch(in, box, 3);
+    auto r = run(x, in, box, ifc::create_dct_out::size_bytes);
+    if (ok(r)) {
+        x.dcts.push_back(static_cast<uint32_t>(r.get(ifc::create_dct_out::dctn)));
+    }
+}
+
 // Destroy/query/arm/modify of an existing object (or a made-up number).
 void object_cmd(World &x, Input &in) {
     struct Op {
@@ -311,6 +334,11 @@ void object_cmd(World &x, Input &in) {
         {hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn, &World::rmps, 16, true},
         {hca::kOpQueryRmp, ifc::query_rmp_in::rmpn, &World::rmps, ifc::query_rmp_out::size_bytes, false},
         {hca::kOpModifyRmp, ifc::modify_rmp_in::rmpn, &World::rmps, 16, false},
+        {hca::kOpDestroyDct, ifc::destroy_dct_in::dctn, &World::dcts, 16, true},
+        {hca::kOpDrainDct, ifc::drain_dct_in::dctn, &World::dcts, 16, false},
+        {hca::kOpQueryDct, ifc::query_dct_in::dctn, &World::dcts, ifc::query_dct_out::size_bytes, false},
+        {hca::kOpArmDctForKeyViolation, ifc::arm_dct_in::dct_number, &World::dcts, 16, false},
+        {hca::kOpQueryQp, ifc::query_qp_in::qpn, &World::dcts, ifc::query_qp_out::size_bytes, false},
         {hca::kOpAttachToMcg, ifc::attach_to_mcg_in::qpn, &World::qps, 16, false},
         {hca::kOpDetachFromMcg, ifc::detach_from_mcg_in::qpn, &World::qps, 16, false},
     };
@@ -452,6 +480,7 @@ void cleanup(World &x) {
     };
     static const Kind kKinds[] = {
         {&World::qps, hca::kOpDestroyQp, ifc::destroy_qp_in::qpn},
+        {&World::dcts, hca::kOpDestroyDct, ifc::destroy_dct_in::dctn},
         {&World::srqs, hca::kOpDestroySrq, ifc::destroy_srq_in::srqn},
         {&World::xsrqs, hca::kOpDestroyXrcSrq, ifc::destroy_xrc_srq_in::xrc_srqn},
         {&World::rmps, hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn},
@@ -496,15 +525,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     World &x = world();
     Input in(data, size);
     for (int steps = 0; !in.empty() && steps < 48; ++steps) {
-        switch (in.pick(12)) {
-        case 0: create_eq(x, in); break;
-        case 1: create_mkey(x, in); break;
-        case 2: create_cq(x, in); break;
-        case 3: modify_cq(x, in); break;
+        switch (in.pick(13)) {
+            case 0:
+                create_eq(x, in);
+                break;
+            case 1:
+                create_mkey(x, in);
+                break;
+            case 2:
+                create_cq(x, in);
+                break;
+            case 3: modify_cq(x, in); break;
         case 4: case 5: create_qp(x, in); break;
         case 6: case 7: modify_qp(x, in); break;
         case 8: create_srq(x, in); break;
         case 9: case 10: object_cmd(x, in); break;
+        case 12:
+            create_dct(x, in);
+            break;
         default: hca_cmd(x, in); break;
         }
         x.b.pump();

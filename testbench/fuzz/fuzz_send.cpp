@@ -11,7 +11,9 @@
 // header, patched, or bytes), for SEND and LSO; its sends to itself run the
 // receive side's checksum checks. On-demand paging: steps take pages of the
 // MTT region away and give them back (as mlx5_ib's UMRs do) and answer the
-// page faults with PAGE_FAULT_RESUME, right, wrong or with error.
+// page faults with PAGE_FAULT_RESUME, right, wrong or with error. A DCI
+// sends to a DCT on the same port (its address segment's key, DCT number
+// and LID right or wrong), the DCT receiving into an RMP.
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -29,6 +31,7 @@ namespace {
 
 constexpr uint16_t kLid = 3;
 constexpr uint32_t kQkey = 7;
+constexpr uint64_t kDcKey = 0x5eed;
 // Longest message a scatter entry asks for.  Larger ones work, but one
 // doorbell of a 64 MiB loopback SEND is 65,536 packets (seconds under
 // ASan; it found the unbounded bottom half of issue 13 item 2, see
@@ -45,7 +48,8 @@ struct World {
     MrHandle mr;
     EqHandle eq;
     CqHandle cq;
-    QpHandle rc, uc, ud, xrc, umr, ipoib;
+    QpHandle rc, uc, ud, xrc, umr, ipoib, dci;
+    uint32_t dctn = 0;
     uint64_t buf = 0;
 
     void setup() {
@@ -78,11 +82,13 @@ struct World {
                           1);
         };
         ipoib = d.create_qp(hca::kQpUd, pd, cq.cqn, cq.cqn, uar, 6, 4);
+        dci = d.create_qp(hca::kQpDci, pd, cq.cqn, 0, uar, 6, 0, nullptr, hca::kRqZero);
+        dctn = make_dct();
         // A TCP/IP packet at the start of the buffer, for the gather lists
         // to find (checksums computed over real headers).
         const auto pkt = ipoib_packet(false, hca::ipoib::kProtoTcp, 2000);
         b.host.write(buf, pkt.data(), pkt.size());
-        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib}) {
+        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib, &dci}) {
             reset_qp(*q);
         }
         free_key = 0;
@@ -90,20 +96,28 @@ struct World {
         new_free_key();
     }
 
-    uint32_t make_xrc_srq() {
-        namespace ifc = hca::ifc;
-        const uint64_t sbuf = b.host.alloc(4096);
-        const uint64_t dbr = b.host.alloc(64, 64);
+    // 16 linked receive WQEs of 64 bytes, one 256-byte scatter entry each
+    // into buf from offset on, and a doorbell record that says plenty of
+    // receives are posted, forever.
+    void srq_ring(uint64_t &sbuf, uint64_t &dbr, uint64_t offset) {
+        sbuf = b.host.alloc(4096);
+        dbr = b.host.alloc(64, 64);
         for (uint32_t i = 0; i < 16; ++i) {
             uint8_t w[64] = {};
             hca::store_be16(w + 2, static_cast<uint16_t>((i + 1) % 16));
             hca::store_be32(w + 16, 256);
             hca::store_be32(w + 20, lkey);
-            hca::store_be64(w + 24, buf + 32768 + i * 256);
+            hca::store_be64(w + 24, buf + offset + i * 256);
             hca::store_be32(w + 32 + 4, hca::kInvalidLkey);
             b.host.write(sbuf + i * 64, w, 64);
         }
-        b.host.write_be32(dbr, 0x8000);  // plenty of receives, forever
+        b.host.write_be32(dbr, 0x8000);
+    }
+
+    uint32_t make_xrc_srq() {
+        namespace ifc = hca::ifc;
+        uint64_t sbuf = 0, dbr = 0;
+        srq_ring(sbuf, dbr, 32768);
         auto xs = Driver::inbox(hca::kOpCreateXrcSrq, 0, ifc::create_xrc_srq_in::size_bytes + 8);
         const auto xc = ifc::create_xrc_srq_in::xrc_srq_context_entry;
         ifc::set(xs.data(), ifc::in(xc, ifc::xrc_srqc::log_xrc_srq_size), 4);
@@ -114,6 +128,34 @@ struct World {
         ifc::set(xs.data(), ifc::in(xc, ifc::xrc_srqc::db_record_addr_l), dbr >> 2);
         hca::store_be64(xs.data() + ifc::create_xrc_srq_in::size_bytes, sbuf);
         return static_cast<uint32_t>(d.exec(xs, 16).get(ifc::create_xrc_srq_out::xrc_srqn));
+    }
+
+    // A DCT on an RMP of 16 receives posted over and over.
+    uint32_t make_dct() {
+        namespace ifc = hca::ifc;
+        uint64_t sbuf = 0, dbr = 0;
+        srq_ring(sbuf, dbr, 49152);
+        auto rmp = Driver::inbox(hca::kOpCreateRmp, 0, ifc::create_rmp_in::size_bytes + 8);
+        const auto wq = ifc::in(ifc::create_rmp_in::ctx, ifc::rmpc::wq);
+        ifc::set(rmp.data(), ifc::in(wq, ifc::wq::log_wq_sz), 4);
+        ifc::set(rmp.data(), ifc::in(wq, ifc::wq::log_wq_stride), 6);
+        ifc::set(rmp.data(), ifc::in(wq, ifc::wq::pd), pd);
+        ifc::set(rmp.data(), ifc::in(wq, ifc::wq::dbr_addr), dbr);
+        hca::store_be64(rmp.data() + ifc::create_rmp_in::size_bytes, sbuf);
+        const auto rmpn = static_cast<uint32_t>(d.exec(rmp, 16).get(ifc::create_rmp_out::rmpn));
+        auto in = Driver::inbox(hca::kOpCreateDct, 0, ifc::create_dct_in::size_bytes);
+        const auto c = ifc::create_dct_in::dct_context_entry;
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::pd), pd);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::srqn_xrqn), rmpn);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::cqn), cq.cqn);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::dc_access_key), kDcKey);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::rre), 1);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::rwe), 1);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::rae), 1);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::atomic_mode), 3);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::port), 1);
+        ifc::set(in.data(), ifc::in(c, ifc::dctc::mtu), 3);
+        return static_cast<uint32_t>(d.exec(in, ifc::create_dct_out::size_bytes).get(ifc::create_dct_out::dctn));
     }
 
     // One QP back to RST and connected again (to itself), fresh receives:
@@ -130,7 +172,7 @@ struct World {
         } else {
             d.connect_qp(q, q.qpn, kLid, 3, 2, 2, 10, 1);
         }
-        if (&q != &umr && &q != &xrc) {
+        if (&q != &umr && &q != &xrc && &q != &dci) {
             for (uint32_t i = 0; i < 8; ++i) {
                 d.post_recv(q, lkey, buf + 16384 + (q.qpn & 7) * 2048 + (i & 3) * 512, 512);
             }
@@ -310,9 +352,9 @@ constexpr uint8_t kOps[] = {hca::kWqeSend, hca::kWqeSendImm, hca::kWqeSendInval,
 
 // One WQE on the input's QP (or another), and its doorbell.
 void post(World &x, QpHandle &focus, Input &in) {
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib};
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci};
     const uint8_t which = in.u8();
-    QpHandle &qp = which < 230 ? focus : *qps[which % 6];
+    QpHandle &qp = which < 230 ? focus : *qps[which % 7];
     const uint8_t opcode = in.u8() < 240 ? (&qp == &x.umr ? hca::kWqeUmr : in.pick(kOps)) : in.u8();
     Wqe w;
     if (qp.st == hca::kQpUd) {
@@ -329,6 +371,14 @@ void post(World &x, QpHandle &focus, Input &in) {
         if (&qp == &x.ipoib) {
             eth_segment(in, w);
         }
+    }
+    if (qp.st == hca::kQpDci) {
+        uint8_t av[48] = {};
+        hca::store_be64(av, in.u8() < 230 ? kDcKey : in.u64());
+        hca::store_be32(av + 8, 0x80000000u | (in.u8() < 230 ? x.dctn : in.u32() & 0xffffff));
+        hca::store_be16(av + 0x0e, in.u8() < 240 ? kLid : in.u16());
+        av[0x0c] = in.u8() < 230 ? 0 : in.u8();  // SL
+        w.put(av, sizeof(av));
     }
     if (qp.st == hca::kQpXrc) {
         uint8_t s[16] = {};
@@ -421,8 +471,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         x.setup();
     }
     Input in(data, size);
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib};
-    QpHandle &focus = *qps[in.pick(6)];
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci};
+    QpHandle &focus = *qps[in.pick(7)];
     x.reset_qp(focus);
     if (x.umr_used) {
         x.new_free_key();

@@ -36,6 +36,14 @@ constexpr OpcodeInfo decode_opcode(uint8_t opcode) {
         }
         return i;
     }
+    if (t == kDc) {
+        // Requests only: the responses of a DCT are RC packets.
+        i = decode_opcode(op);
+        const bool request = i.valid && (op < kReadRespFirst || op > kAtomicAck);
+        i.valid = request;
+        i.dceth = request;
+        return i;
+    }
     if (t != kRc && t != kUc && t != kXrc) {
         return i;
     }
@@ -391,8 +399,8 @@ ParseError parse(std::span<const uint8_t> pkt, PacketView &v, bool check_crcs) {
         off += sizeof(T);
         return true;
     };
-    if ((info.xrceth && !take(v.xrceth)) || (info.deth && !take(v.deth)) || (info.reth && !take(v.reth)) ||
-        (info.atomic && !take(v.atomic)) || (info.aeth && !take(v.aeth)) ||
+    if ((info.dceth && !take(v.dceth)) || (info.xrceth && !take(v.xrceth)) || (info.deth && !take(v.deth)) ||
+        (info.reth && !take(v.reth)) || (info.atomic && !take(v.atomic)) || (info.aeth && !take(v.aeth)) ||
         (info.atomic_ack && !take(v.atomic_ack)) || ((info.imm || info.ieth) && !take(v.imm))) {
         return ParseError::Truncated;
     }

@@ -56,7 +56,7 @@ void resp_err_cqe(Device &dev, const Qp &qp, uint32_t cqn, uint16_t index, uint3
     ErrCqe e{};
     e.syndrome = synd;
     e.vendor_err_synd = cqe_vendor_syndrome(synd, false);
-    e.s_wqe_opcode_qpn.set(qp.qpn);
+    e.s_wqe_opcode_qpn.set(qp.cqe_qpn());
     e.wqe_counter.set(index);
     e.srqn.set(srqn);
     e.op_own = kCqeRespErr << 4;

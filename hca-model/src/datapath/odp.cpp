@@ -57,7 +57,7 @@ uint32_t PageFaults::post_wqe(Qp &qp, const Pending &p, EqeData &data) {
 
 bool PageFaults::requester(Qp &qp, PfType type, uint16_t index, uint8_t opcode, uint32_t bytes_committed,
                            uint16_t next) {
-    if (!can_fault()) {
+    if (!can_fault() || qp.is_dc()) {  // no ODP over DC: dc_odp_caps are 0
         return false;
     }
     EqeData d;
@@ -77,7 +77,7 @@ bool PageFaults::requester(Qp &qp, PfType type, uint16_t index, uint8_t opcode, 
 bool PageFaults::responder_may_fault(Qp &qp) const {
     const bool failed = qp.pf.resp_failed;
     qp.pf.resp_failed = false;
-    return !failed && can_fault();
+    return !failed && can_fault() && !qp.is_dc();  // no ODP over DC: dc_odp_caps are 0
 }
 
 bool PageFaults::receive(Qp &qp, uint16_t index, uint32_t srqn, uint16_t packet_len) {

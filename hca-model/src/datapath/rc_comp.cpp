@@ -123,6 +123,7 @@ void RcRequester::complete(Qp &qp) {
     }
     if (qp.rc.pending.empty()) {
         qp.rc.una = qp.next_send_psn;
+        qp.dc.connected = false;  // a DCI with nothing outstanding disconnects (dc_must_wait())
     } else if (psn_diff(qp.rc.pending.front().first_psn, qp.rc.una) > 0) {
         qp.rc.una = qp.rc.pending.front().first_psn;
     }

@@ -22,7 +22,65 @@ constexpr uint8_t kFenceFence = 2;
 constexpr uint8_t kFenceStrongOrdering = 3;
 constexpr uint8_t kFenceSmallAndFence = 4;
 
-uint8_t transport_of(uint8_t st) { return st == kQpUc ? iba::kUc : st == kQpXrc ? iba::kXrc : iba::kRc; }
+uint8_t transport_of(uint8_t st) {
+    return st == kQpUc ? iba::kUc : st == kQpXrc ? iba::kXrc : st == kQpDci ? iba::kDc : iba::kRc;
+}
+
+// Does the WQE become packets (and so, on a DCI, carry an address segment)?
+bool goes_out(uint8_t op) {
+    switch (op) {
+        case kWqeSend:
+        case kWqeSendImm:
+        case kWqeSendInval:
+        case kWqeRdmaWrite:
+        case kWqeRdmaWriteImm:
+        case kWqeRdmaRead:
+        case kWqeAtomicCs:
+        case kWqeAtomicFa:
+        case kWqeAtomicMaskedCs:
+        case kWqeAtomicMaskedFa:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// Where a DCI's WQE sends to: its address segment (mlx5_wqe_datagram_seg,
+// after the control segment; libmlx5 mlx5_send_wr_set_dc_addr()).
+struct DcTarget {
+    AddressPath path;
+    uint32_t dctn = 0;
+    uint64_t key = 0;
+    bool same(const Qp &qp) const {
+        const AddressPath &p = qp.path;
+        return qp.dc.connected && qp.remote_qpn == dctn && qp.dc.key == key && p.rlid == path.rlid && p.sl == path.sl &&
+               p.mlid == path.mlid && p.grh == path.grh && (!p.grh || p.rgid == path.rgid);
+    }
+};
+
+bool dc_target(const Qp &qp, const SqWqe &sw, DcTarget &t) {
+    AvSeg av;
+    if (sizeof(CtrlSeg) + sizeof(av) > sw.bytes.size()) {
+        return false;
+    }
+    std::memcpy(&av, sw.bytes.data() + sizeof(CtrlSeg), sizeof(av));
+    t.path = qp.path;  // port, P_Key index and ACK timeout stay the DCI's
+    t.key = uint64_t{av.qkey.get()} << 32 | av.reserved.get();
+    t.dctn = av.dqp_dct.get() & 0xffffff;
+    t.path.sl = av.stat_rate_sl & 0x0f;
+    t.path.mlid = av.fl_mlid & 0x7f;
+    t.path.rlid = av.rlid.get();
+    const uint32_t gf = av.grh_gid_fl.get();
+    t.path.grh = (gf >> 30) & 1;
+    if (t.path.grh) {
+        t.path.tclass = av.tclass;
+        t.path.flow_label = gf & 0xfffff;
+        t.path.hop_limit = av.hop_limit;
+        t.path.src_addr_index = static_cast<uint8_t>(gf >> 20);
+        std::memcpy(t.path.rgid.data(), av.rgid, 16);
+    }
+    return true;
+}
 
 }  // namespace
 
@@ -124,6 +182,16 @@ bool RcRequester::opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd) {
 // the WQE is too short for them.
 size_t RcRequester::parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w) {
     size_t off = sizeof(CtrlSeg);
+    if (qp.st == kQpDci) {
+        // Its address: dc_must_wait() connected the DCI to it.
+        DcTarget t;
+        if (!dc_target(qp, sw, t)) {
+            return 0;
+        }
+        HCA_TRACE(dev_, wqe_dc, .qpn = qp.qpn, .dlid = t.path.rlid, .dctn = t.dctn, .key = t.key, .sl = t.path.sl,
+                  .grh = t.path.grh, .dgid = trace_opt(t.path.grh, t.path.rgid));
+        off += sizeof(AvSeg);
+    }
     auto take = [&](void *dst, size_t n) {
         if (off + n > sw.bytes.size()) {
             return false;
@@ -226,8 +294,15 @@ void RcRequester::reset(Qp &qp) {
 uint32_t RcRequester::send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const uint8_t t = transport_of(qp.st);
     const uint32_t mtu = rc_mtu(dev_, qp);
-    uint8_t ext[4 + 16 + 28 + 4];
+    uint8_t ext[sizeof(iba::DcEth) + 16 + 28 + 4];
     size_t n = 0;
+    if (qp.st == kQpDci) {
+        // The packet that opens the connection says so (iba::DcEth).
+        const bool connect = ((w.first_psn + k) & 0xffffff) == qp.dc.conn_psn;
+        store_be64(ext, qp.dc.key);
+        store_be32(ext + 8, qp.qpn | (connect ? iba::kDcConnect : 0));
+        n = sizeof(iba::DcEth);
+    }
     if (qp.st == kQpXrc) {
         store_be32(ext, w.xrc_srqn);
         n = 4;
@@ -385,6 +460,9 @@ void RcRequester::resume(Qp &qp, bool error) {
 // read or atomic waits for a read credit (the initiator depth). The send
 // queue goes on when a completion frees what it waits for.
 bool RcRequester::must_wait(Qp &qp, const SqWqe &sw) {
+    if (qp.st == kQpDci && dc_must_wait(qp, sw)) {
+        return true;
+    }
     const bool fenced = sw.fence == kFenceFence || sw.fence == kFenceSmallAndFence ||
                         sw.fence == kFenceInitiatorSmall || sw.fence == kFenceStrongOrdering;
     uint32_t reads = 0;
@@ -405,6 +483,31 @@ bool RcRequester::must_wait(Qp &qp, const SqWqe &sw) {
           fence_waits ? "a fenced WQE waits for reads and atomics" : "a read or atomic waits for a read credit");
     HCA_TRACE(dev_, wqe_blocked, .qpn = qp.qpn, .index = sw.index, .fence = sw.fence, .reads_outstanding = reads);
     return true;
+}
+
+// A DCI sends to one DCT at a time: a WQE for another waits until every
+// message to the current one is complete, then the DCI connects to its
+// DCT. A DCI with nothing outstanding is disconnected (complete()), so
+// each burst of messages opens its connection anew.
+bool RcRequester::dc_must_wait(Qp &qp, const SqWqe &sw) {
+    DcTarget t;
+    if (!goes_out(sw.opcode) || !dc_target(qp, sw, t) || t.same(qp)) {
+        return false;  // (a WQE too short for its address fails in parse_wqe())
+    }
+    if (!qp.rc.pending.empty()) {
+        enter(qp, ReqState::Blocked, "a DCI waits for its messages to the DCT it is connected to");
+        HCA_TRACE(dev_, wqe_blocked, .qpn = qp.qpn, .index = sw.index, .fence = sw.fence,
+                  .reads_outstanding = qp.rc.pending.size());
+        return true;
+    }
+    qp.path = t.path;
+    qp.remote_qpn = t.dctn;
+    qp.dc.key = t.key;
+    qp.dc.connected = true;
+    qp.dc.conn_psn = qp.next_send_psn;
+    HCA_TRACE(dev_, qp_dc_connect, .qpn = qp.qpn, .dctn = t.dctn, .dlid = t.path.rlid, .key = t.key,
+              .psn = qp.next_send_psn);
+    return false;
 }
 
 // A new message: its PSNs, its place among the outstanding ones, and its

@@ -47,6 +47,7 @@ class RcRequester {
 
   private:
     bool opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
+    bool dc_must_wait(Qp &qp, const SqWqe &sw);
     size_t parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);
     bool parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd);
     uint32_t send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd);

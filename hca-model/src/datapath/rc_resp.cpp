@@ -16,7 +16,19 @@ namespace hca {
 
 namespace {
 
-uint8_t transport_of(uint8_t st) { return st == kQpUc ? iba::kUc : st == kQpXrc ? iba::kXrc : iba::kRc; }
+// The transport of the requests a QP takes (a DCI takes none: no opcode's
+// transport bits are 0xff).
+uint8_t transport_of(uint8_t st) {
+    return st == kQpUc          ? iba::kUc
+           : st == kQpXrc       ? iba::kXrc
+           : st == kQpDcContext ? iba::kDc
+           : st == kQpDci       ? 0xff
+                                : iba::kRc;
+}
+// The transport of its responses (a DCT answers in RC packets).
+uint8_t response_transport(uint8_t st) {
+    return st == kQpXrc ? iba::kXrc : iba::kRc;
+}
 
 bool is_send(uint8_t op) {
     return op <= iba::kSendOnlyImm || op == iba::kSendLastInv || op == iba::kSendOnlyInv;
@@ -110,7 +122,7 @@ void RcResponder::ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     pay_ack(qp);
     uint8_t aeth[4];
     store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
-    const uint8_t t = qp.st == kQpXrc ? iba::kXrc : iba::kRc;
+    const uint8_t t = response_transport(qp.st);
     const uint8_t kind = syndrome & 0xe0;
     if (kind == kAethAck) {
         HCA_TRACE(dev_, pkt_ack_out, qp.qpn, psn, syndrome, qp.rc.msn);
@@ -142,7 +154,9 @@ void RcResponder::fail(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, cons
     }
     enter(qp, RespState::Idle, why);
     qps_.to_error(qp, why);
-    if (!completed && qp.st != kQpUc && (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
+    // (A DC context's errors end its connection; the DCT has no such event.)
+    if (!completed && qp.st != kQpUc && qp.st != kQpDcContext &&
+        (nak == kNakRemoteAccess || nak == kNakInvalidRequest)) {
         dev_.eqs.post_event(nak == kNakRemoteAccess ? kEventWqAccessErr : kEventWqInvalReq, 0, EqeData::qp(qp.qpn));
     }
 }
@@ -191,7 +205,7 @@ void RcResponder::recv_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uin
     cqe.srqn.set(r.srq ? r.srqn : 0);
     cqe.imm_inval_pkey.set(imm);
     cqe.byte_cnt.set(byte_cnt);
-    cqe.sop_drop_qpn.set(qp.qpn);
+    cqe.sop_drop_qpn.set(qp.cqe_qpn());
     cqe.wqe_counter.set(r.index);
     cqe.op_own = static_cast<uint8_t>(opcode << 4 | (v.se() ? 2 : 0));
     ++qp.received;
@@ -547,7 +561,8 @@ void RcResponder::on_duplicate(Qp &qp, const iba::PacketView &v) {
             store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
             store_be64(ext + 4, it->second);
             pay_ack(qp);  // acknowledgements leave in PSN order
-            rc_transmit(dev_, qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+            rc_transmit(dev_, qp, response_transport(qp.st) | iba::kAtomicAck, psn, false, false, ext, {},
+                        qp.remote_qpn);
         }
     } else if (v.ack_req()) {
         ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
@@ -598,7 +613,7 @@ bool RcResponder::on_read(Qp &qp, const iba::PacketView &v, bool fresh) {
         qp.rc.epsn = (psn + npkts) & 0xffffff;
         record_read(qp.rc, psn, npkts);
     }
-    const uint8_t t = transport_of(qp.st) == iba::kXrc ? iba::kXrc : iba::kRc;
+    const uint8_t t = response_transport(qp.st);
     pay_ack(qp);  // acknowledgements leave in PSN order
     size_t chunk = 0;
     uint32_t chunk_off = 0;
@@ -698,7 +713,7 @@ bool RcResponder::on_atomic(Qp &qp, const iba::PacketView &v) {
     store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
     store_be64(ext + 4, orig);
     pay_ack(qp);  // acknowledgements leave in PSN order
-    rc_transmit(dev_, qp, transport_of(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+    rc_transmit(dev_, qp, response_transport(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
     return true;
 }
 

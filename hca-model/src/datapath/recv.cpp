@@ -48,6 +48,14 @@ void Receiver::receive(const Packet &pkt, const iba::PacketView &v) {
         HCA_TRACE(dev_, pkt_drop, .id = pkt.id, .qpn = dqpn, .reason = "no such QP");
         return;
     }
+    if (qp->st == kQpDct) {
+        // A DC request: the context of its initiator answers it.
+        if (Qp *ctx = qps_.dc_context(*qp, pkt, v)) {
+            ++qp->received;
+            qps_.responder().rx(*ctx, pkt, v);
+        }
+        return;
+    }
     if (!ud) {
         if (!qp->connected()) {
             ++qp->dropped;

@@ -28,6 +28,8 @@ const CapEntry kGeneralCaps[] = {
     GEN(log_max_klm_list_size, 16, 16, false),
     GEN(log_max_ra_req_qp, 4, 4, false),
     GEN(log_max_ra_res_qp, 4, 4, false),
+    GEN(log_max_ra_req_dc, 4, 4, false),
+    GEN(log_max_ra_res_dc, 4, 4, false),
     GEN(log_max_msg, 30, 30, false),
     GEN(log_max_mcg, 12, 12, false),
     GEN(max_qp_mcg, 240, 240, false),
@@ -47,6 +49,7 @@ const CapEntry kGeneralCaps[] = {
     GEN(ud, 1, 1, false),
     GEN(uc, 1, 1, false),
     GEN(rc, 1, 1, false),
+    GEN(dct, 1, 1, true),  // DCI and DCT (objects/dct.cpp); set_caps() copies it from MAX
     GEN(cqe_version, 0, 0, false),
     // Memory registration through UMR WQEs (MR cache, fast registration,
     // IB_DEVICE_MEM_MGT_EXTENSIONS) of direct MTT keys and indirect KLM and

@@ -61,6 +61,8 @@ enum EventType : uint8_t {
     kEventSrqCatastrophic = 0x12,
     kEventSrqLastWqe = 0x13,
     kEventSrqRqLimit = 0x14,
+    kEventDctDrained = 0x1c,
+    kEventDctKeyViolation = 0x1d,
     kEventGeneral = 0x22,
 };
 
@@ -124,6 +126,11 @@ enum Opcode : uint16_t {
     kOpDestroyXrcSrq = 0x706,
     kOpQueryXrcSrq = 0x707,
     kOpArmXrcSrq = 0x708,
+    kOpCreateDct = 0x710,
+    kOpDestroyDct = 0x711,
+    kOpDrainDct = 0x712,
+    kOpQueryDct = 0x713,
+    kOpArmDctForKeyViolation = 0x714,
     kOpQueryHcaVportContext = 0x762,
     kOpAllocQCounter = 0x771,
     kOpDeallocQCounter = 0x772,

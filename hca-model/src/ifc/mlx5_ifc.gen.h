@@ -2207,4 +2207,122 @@ struct query_q_counter_out {
     static constexpr Field roce_slow_restart_cnps{0x6a0, 32};
     static constexpr Field roce_slow_restart_trans{0x6c0, 32};
 };
+struct create_dct_in {
+    static constexpr uint32_t size_bits = 0x400;
+    static constexpr uint32_t size_bytes = 0x80;
+    static constexpr uint32_t fixed_bytes = 0x80;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block dct_context_entry{0x80, 512, 1};
+};
+struct create_dct_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field dctn{0x48, 24};
+    static constexpr Field ece{0x60, 32};
+};
+struct destroy_dct_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field dctn{0x48, 24};
+};
+struct destroy_dct_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct drain_dct_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field dctn{0x48, 24};
+};
+struct drain_dct_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_dct_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field dctn{0x48, 24};
+};
+struct query_dct_out {
+    static constexpr uint32_t size_bits = 0x400;
+    static constexpr uint32_t size_bytes = 0x80;
+    static constexpr uint32_t fixed_bytes = 0x80;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Block dct_context_entry{0x80, 512, 1};
+};
+struct dctc {
+    static constexpr uint32_t size_bits = 0x200;
+    static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
+    static constexpr Field state{0x4, 4};
+    static constexpr Field dp_ordering_force{0x27, 1};
+    static constexpr Field user_index{0x28, 24};
+    static constexpr Field cqn{0x48, 24};
+    static constexpr Field counter_set_id{0x60, 8};
+    static constexpr Field atomic_mode{0x68, 4};
+    static constexpr Field rre{0x6c, 1};
+    static constexpr Field rwe{0x6d, 1};
+    static constexpr Field rae{0x6e, 1};
+    static constexpr Field atomic_like_write_en{0x6f, 1};
+    static constexpr Field latency_sensitive{0x70, 1};
+    static constexpr Field rlky{0x71, 1};
+    static constexpr Field free_ar{0x72, 1};
+    static constexpr Field dp_ordering_1{0x74, 1};
+    static constexpr Field cs_res{0x88, 8};
+    static constexpr Field min_rnr_nak{0x93, 5};
+    static constexpr Field srqn_xrqn{0xa8, 24};
+    static constexpr Field pd{0xc8, 24};
+    static constexpr Field tclass{0xe0, 8};
+    static constexpr Field flow_label{0xec, 20};
+    static constexpr Field dc_access_key{0x100, 64};
+    static constexpr Field mtu{0x145, 3};
+    static constexpr Field port{0x148, 8};
+    static constexpr Field pkey_index{0x150, 16};
+    static constexpr Field my_addr_index{0x168, 8};
+    static constexpr Field hop_limit{0x178, 8};
+    static constexpr Field dc_access_key_violation_count{0x180, 32};
+    static constexpr Field dei_cfi{0x1b4, 1};
+    static constexpr Field eth_prio{0x1b5, 3};
+    static constexpr Field ecn{0x1b8, 2};
+    static constexpr Field dscp{0x1ba, 6};
+    static constexpr Field ece{0x1e0, 32};
+};
+struct arm_dct_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field dct_number{0x48, 24};
+};
+struct arm_dct_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
 }  // namespace hca::ifc

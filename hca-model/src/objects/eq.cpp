@@ -177,6 +177,12 @@ EqeData EqeData::completion(uint32_t cqn) {
     return d;
 }
 
+EqeData EqeData::dct(uint32_t dctn) {
+    EqeData d;
+    store_be32(d.raw + 24, dctn & 0xffffff);
+    return d;
+}
+
 EqeData EqeData::affiliated(uint8_t type, uint32_t n) {
     EqeData d;
     d.qp_srq.type = type;

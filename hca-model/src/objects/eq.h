@@ -82,6 +82,7 @@ union EqeData {
     static EqeData cq_error(uint32_t cqn, uint8_t syndrome);
     static EqeData port_state(uint8_t port);
     static EqeData command(uint32_t slots);
+    static EqeData dct(uint32_t dctn);  // mlx5_eqe_dct
 
   private:
     static EqeData affiliated(uint8_t type, uint32_t n);

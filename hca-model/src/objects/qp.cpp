@@ -55,6 +55,12 @@ const char *qp_type_name(uint8_t st) {
     case kQpUc: return "UC";
     case kQpUd: return "UD";
     case kQpXrc: return "XRC";
+    case kQpDci:
+        return "DCI";
+    case kQpDct:
+        return "DCT";
+    case kQpDcContext:
+        return "DC_CONTEXT";
     case kQpQp0: return "QP0";
     case kQpQp1: return "QP1";
     case kQpRegUmr: return "REG_UMR";
@@ -79,6 +85,8 @@ void QpTable::reset() {
     qps_.clear();
     mcgs_.clear();
     ids_.reset();
+    dc_ids_.reset();
+    dc_clock_ = 0;
     sq_.reset();
     resp_.reset();
 }
@@ -86,6 +94,11 @@ void QpTable::reset() {
 Qp *QpTable::find(uint32_t qpn) {
     auto it = qps_.find(qpn);
     return it == qps_.end() ? nullptr : &it->second;
+}
+
+Qp *QpTable::find_qp(uint32_t qpn) {
+    Qp *qp = find(qpn);
+    return qp && qp->st != kQpDct ? qp : nullptr;  // a DCT has its own commands
 }
 
 Qp *QpTable::special_qp(uint8_t st) {
@@ -101,13 +114,21 @@ Qp *QpTable::special_qp(uint8_t st) {
 bool QpTable::create_qp_valid(CmdCtx &c, const Qp &qp) {
     const auto &caps = dev_.fw.caps();
     switch (qp.st) {
-    case kQpRc: case kQpUc: case kQpUd: case kQpXrc: case kQpQp0: case kQpQp1: case kQpRegUmr:
-        break;
-    default:
-        c.fail(Status::BadParam, "QP type st=0x{:x} is not supported", qp.st);
-        return false;
+        case kQpRc:
+        case kQpUc:
+        case kQpUd:
+        case kQpXrc:
+        case kQpDci:
+        case kQpQp0:
+        case kQpQp1:
+        case kQpRegUmr:
+            break;
+        default:
+            c.fail(Status::BadParam, "QP type st=0x{:x} is not supported", qp.st);
+            return false;
     }
-    if ((qp.st == kQpUc && !caps.gen(ifc::cmd_hca_cap::uc)) || (qp.st == kQpXrc && !caps.gen(ifc::cmd_hca_cap::xrc))) {
+    if ((qp.st == kQpUc && !caps.gen(ifc::cmd_hca_cap::uc)) || (qp.st == kQpXrc && !caps.gen(ifc::cmd_hca_cap::xrc)) ||
+        (qp.st == kQpDci && !caps.gen(ifc::cmd_hca_cap::dct))) {
         c.fail(Status::BadParam, "QP type {} is not enabled", qp_type_name(qp.st));
         return false;
     }
@@ -205,7 +226,7 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
             return;
         }
     }
-    if (qps_.size() >= (uint64_t{1} << caps.gen(ifc::cmd_hca_cap::log_max_qp))) {
+    if (ids_.count() >= (uint64_t{1} << caps.gen(ifc::cmd_hca_cap::log_max_qp))) {
         c.fail(Status::NoRes, "all QPs are in use");
         return;
     }
@@ -260,7 +281,7 @@ void QpTable::release(Qp &qp) {
 
 void QpTable::cmd_destroy_qp(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::destroy_qp_in::qpn));
-    Qp *qp = find(qpn);
+    Qp *qp = find_qp(qpn);
     if (!qp) {
         c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
@@ -274,7 +295,7 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
 
 void QpTable::cmd_query_qp(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::query_qp_in::qpn));
-    Qp *qp = find(qpn);
+    Qp *qp = find_qp(qpn);
     if (!qp) {
         c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
@@ -348,6 +369,12 @@ void QpTable::to_error(Qp &qp, const char *why) {
         HCA_TRACE(dev_, qp_error, .qpn = qp.qpn, .type = qp_type_name(qp.st), .from = qp_state_name(old),
                   .to = qp_state_name(QpState::Err), .reason = why);
     }
+    if (qp.st == kQpDcContext) {
+        // A responder error ends the connection, not the DCT: the context
+        // takes nothing more until its initiator connects again.
+        dev_.odp.forget(qp);
+        return;
+    }
     dev_.odp.forget(qp);  // a resume for its faults finds nothing waiting
     flush_sq(qp);
     flush_rq(qp);
@@ -400,6 +427,7 @@ void QpTable::arm_flush_timer(Qp &qp) {
 void QpTable::rc_reset(Qp &qp) {
     req_.reset(qp);  // its timers
     qp.rc = RcState{};
+    qp.dc.connected = false;  // a DCI starts unconnected
     dev_.odp.forget(qp);
 }
 
@@ -464,7 +492,7 @@ void QpTable::flush_rq(Qp &qp) {
 
 void QpTable::cmd_attach_mcg(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::attach_to_mcg_in::qpn));
-    Qp *qp = find(qpn);
+    Qp *qp = find_qp(qpn);
     if (!qp) {
         c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
@@ -496,7 +524,7 @@ void QpTable::cmd_attach_mcg(CmdCtx &c) {
 
 void QpTable::cmd_detach_mcg(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::detach_from_mcg_in::qpn));
-    Qp *qp = find(qpn);
+    Qp *qp = find_qp(qpn);
     iba::Gid g{};
     std::memcpy(g.data(), c.in_block(ifc::detach_from_mcg_in::multicast_gid).data(), 16);
     if (!qp) {

@@ -59,9 +59,14 @@ enum QpType : uint8_t {
     kQpUc = 0x1,
     kQpUd = 0x2,
     kQpXrc = 0x3,
+    kQpDci = 0x5,  // DC initiator
+    kQpDct = 0x6,  // DC target (CREATE_DCT, not CREATE_QP; shares the QPN space)
     kQpQp0 = 0x7,
     kQpQp1 = 0x8,
     kQpRegUmr = 0xc,
+    // The model's own: a DCT's responder context for one initiator (never
+    // in a qpc; see DcState).
+    kQpDcContext = 0xf0,
 };
 const char *qp_type_name(uint8_t st);
 
@@ -86,6 +91,33 @@ struct AddressPath {
     iba::Gid rgid{};
     uint8_t sl = 0;
     uint8_t port = 1;
+};
+
+// The dynamically connected transport (docs/ARCHITECTURE.md "Dynamically
+// connected"). A DCI is an RC requester whose destination comes with each
+// WQE (its address segment: LID, DCT number, access key); it connects to
+// one DCT at a time and waits for its messages to the last one before it
+// reconnects. A DCT keeps a responder context per initiator, made (or
+// started over) by a connect packet: a hidden kQpDcContext QP the RC
+// responder serves, keyed in the QP table above the 24-bit QPN space.
+enum class DctState : uint8_t { Active = 0, Draining = 1, Drained = 2 };  // dctc.state
+struct DcState {
+    uint64_t key = 0;  // DCT and context: the access key; DCI: the connected DCT's
+    // DCI: the DCT it is connected to (dlid and remote_qpn are in path and
+    // remote_qpn), and the first PSN of the connection (its packets carry
+    // the connect flag).
+    bool connected = false;
+    uint32_t conn_psn = 0;
+    // DCT.
+    DctState state = DctState::Active;
+    uint8_t cs_res = 0;
+    uint32_t key_violations = 0;
+    bool armed = false;                     // ARM_DCT_FOR_KEY_VIOLATION
+    std::map<uint64_t, uint32_t> contexts;  // initiator (SLID << 24 | DCI QPN) -> context key
+    // Context: its DCT, its initiator, when it was last used (eviction).
+    uint32_t dct = 0;
+    uint64_t initiator = 0;
+    uint64_t last_used = 0;
 };
 
 struct Qp {
@@ -146,13 +178,18 @@ struct Qp {
     int64_t flush_poll_ns = 0;  // the error state's RQ doorbell-record poll interval
     std::set<iba::Gid> mcgs;
     RcState rc;  // connected transports
+    DcState dc;  // DCI, DCT, DC responder context
     QpFaults pf;  // page faults waiting for PAGE_FAULT_RESUME (datapath/odp.h)
     uint64_t sent = 0;
     uint64_t received = 0;
     uint64_t dropped = 0;
 
     bool special() const { return st == kQpQp0 || st == kQpQp1; }
-    bool connected() const { return st == kQpRc || st == kQpUc || st == kQpXrc; }
+    bool connected() const { return st == kQpRc || st == kQpUc || st == kQpXrc || st == kQpDci || st == kQpDcContext; }
+    bool reliable() const { return st == kQpRc || st == kQpXrc || st == kQpDci || st == kQpDcContext; }
+    bool is_dc() const { return st == kQpDci || st == kQpDct || st == kQpDcContext; }
+    // The QPN its CQEs and events name: a DC context's is its DCT's.
+    uint32_t cqe_qpn() const { return st == kQpDcContext ? dc.dct : qpn; }
     bool ud_like() const { return st == kQpUd || special(); }
     uint32_t ib_qpn() const { return st == kQpQp0 ? 0 : st == kQpQp1 ? 1 : qpn; }
     uint32_t sq_wqebbs() const { return no_sq ? 0 : 1u << log_sq_size; }
@@ -181,6 +218,8 @@ class QpTable {
     explicit QpTable(Device &dev) : dev_(dev) {}
     void reset();
     Qp *find(uint32_t qpn);
+    // The QP the QP commands name: not a DCT.
+    Qp *find_qp(uint32_t qpn);
     // The HW QP that receives packets for IB QPN 0 / 1 of the port.
     Qp *special_qp(uint8_t st);
     size_t count() const { return qps_.size(); }
@@ -191,6 +230,21 @@ class QpTable {
     void cmd_modify_qp(CmdCtx &c);  // every *2*_QP opcode
     void cmd_attach_mcg(CmdCtx &c);
     void cmd_detach_mcg(CmdCtx &c);
+    // DCTs (objects/dct.cpp).
+    void cmd_create_dct(CmdCtx &c);
+    void cmd_destroy_dct(CmdCtx &c);
+    void cmd_drain_dct(CmdCtx &c);
+    void cmd_query_dct(CmdCtx &c);
+    void cmd_arm_dct(CmdCtx &c);
+    // A DC request for a DCT: the responder context of its initiator (made,
+    // or started over by a connect), or nullptr if the packet is dropped.
+    Qp *dc_context(Qp &dct, const Packet &pkt, const iba::PacketView &v);
+    // Responder contexts above the 24-bit QPN space: at most kDcContexts in
+    // all, kDcContextsPerDct per DCT (the least recently used idle one
+    // makes room).
+    static constexpr uint32_t kDcContextBase = 0x1000000;
+    static constexpr uint32_t kDcContexts = 4096;
+    static constexpr uint32_t kDcContextsPerDct = 256;
 
     // Moves a QP to the error state: flush CQEs for every outstanding WQE,
     // and keep flushing receive WQEs posted while in error.
@@ -221,9 +275,16 @@ class QpTable {
     bool create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *&rcv);
     void release(Qp &qp);
     void rc_reset(Qp &qp);
+    Qp *find_dct(CmdCtx &c, uint32_t dctn);
+    Qp *new_dc_context(Qp &dct, uint64_t initiator);
+    void start_dc_context(Qp &dct, Qp &ctx, const iba::PacketView &v, uint32_t dci);
+    void drop_dc_contexts(Qp &dct);
+    void drop_dc_context(Qp &ctx);
 
     Device &dev_;
     IdAllocator ids_{0x100, 0xffffff};
+    IdAllocator dc_ids_{kDcContextBase, kDcContextBase + kDcContexts};
+    uint64_t dc_clock_ = 0;  // orders the contexts' use
     std::map<uint32_t, Qp> qps_;
     std::map<iba::Gid, std::set<uint32_t>> mcgs_;
     SendQueue sq_{dev_, *this};

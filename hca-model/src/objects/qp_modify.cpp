@@ -181,7 +181,7 @@ class ModifyIn {
     static constexpr ifc::Block kPri = ifc::in(kCtx, qpc::primary_address_path);
     static constexpr ifc::Block kAlt = ifc::in(kCtx, qpc::secondary_address_path);
 
-    static bool reliable(const Qp &qp) { return qp.st == kQpRc || qp.st == kQpXrc; }
+    static bool reliable(const Qp &qp) { return qp.reliable(); }
     uint64_t f(ifc::Field fld) const { return has_ctx_ ? c_.get(ifc::in(kCtx, fld)) : 0; }
     uint64_t path_field(ifc::Field fld) const { return has_ctx_ ? c_.get(ifc::in(kPri, fld)) : 0; }
     void note(const std::string &s) { applied_ += applied_.empty() ? s : " " + s; }
@@ -233,7 +233,7 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
         }
     }
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::qpn));
-    Qp *qp = find(qpn);
+    Qp *qp = find_qp(qpn);
     if (!t || !qp) {
         c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;

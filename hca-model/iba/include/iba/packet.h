@@ -81,11 +81,24 @@ struct AtomicAckEth {
 struct XrcEth {
     be32 srqn;  // reserved 31:24, XRCSRQ 23:0
 };
+// The dynamically connected transport's header, right after the BTH of a
+// DC request (opcodes kDc | op). DC is Mellanox's and the IBA does not
+// define its wire format; between hcasim nodes a request carries the DC
+// access key the DCT checks, the initiator's DCI number (the DCT keeps one
+// responder context per initiator) and a connect flag on the packets that
+// open a connection (docs/ARCHITECTURE.md "Dynamically connected").
+struct DcEth {
+    be64 key;
+    be32 dci;  // connect 31, reserved 30:24, DCI QPN 23:0
+};
+inline constexpr uint32_t kDcConnect = 0x80000000;
 static_assert(sizeof(Deth) == 8 && sizeof(Reth) == 16 && sizeof(Aeth) == 4 && sizeof(AtomicEth) == 28 &&
-              sizeof(AtomicAckEth) == 8 && sizeof(XrcEth) == 4);
+              sizeof(AtomicAckEth) == 8 && sizeof(XrcEth) == 4 && sizeof(DcEth) == 12);
 
-// BTH opcodes: transport in 7:5, operation in 4:0 (IBA 9.2).
-inline constexpr uint8_t kRc = 0x00, kUc = 0x20, kRd = 0x40, kUd = 0x60, kCnp = 0x80, kXrc = 0xa0;
+// BTH opcodes: transport in 7:5, operation in 4:0 (IBA 9.2). kDc is in
+// the manufacturer-specific range (0xc0-0xff): DC requests, the RC
+// operations with a DcEth; their responses are RC responses.
+inline constexpr uint8_t kRc = 0x00, kUc = 0x20, kRd = 0x40, kUd = 0x60, kCnp = 0x80, kXrc = 0xa0, kDc = 0xc0;
 inline constexpr uint8_t kSendFirst = 0x00;
 inline constexpr uint8_t kSendMiddle = 0x01;
 inline constexpr uint8_t kSendLast = 0x02;
@@ -115,7 +128,7 @@ const char *opcode_name(uint8_t opcode);
 // Which extended headers follow the BTH for an opcode (IBA table 38).
 struct OpcodeInfo {
     bool valid = false;
-    bool deth = false, xrceth = false, reth = false, aeth = false, atomic = false, atomic_ack = false;
+    bool deth = false, xrceth = false, dceth = false, reth = false, aeth = false, atomic = false, atomic_ack = false;
     bool imm = false, ieth = false, payload = false;
 };
 OpcodeInfo opcode_info(uint8_t opcode);
@@ -127,6 +140,7 @@ struct PacketView {
     const Bth *bth = nullptr;
     const Deth *deth = nullptr;
     const XrcEth *xrceth = nullptr;
+    const DcEth *dceth = nullptr;
     const Reth *reth = nullptr;
     const Aeth *aeth = nullptr;
     const AtomicEth *atomic = nullptr;
