@@ -3,7 +3,8 @@
 # XRC (10000 iterations with data checks, 2000 in ./hcasim test; with GRH
 # and with completion events), on-demand paging (the pingpong's -o, -O and
 # -P, and pages freed under traffic on both sides, through explicit and
-# implicit ODP MRs), retransmission under 1 %
+# implicit ODP MRs), the dynamically connected transport (a DCI moving
+# between DCTs on both nodes), retransmission under 1 %
 # fabric loss, device memory written, read and added to across the fabric,
 # and the error semantics user space sees (pyverbs: bad rkey, bad lkey,
 # bounds, length).
@@ -64,6 +65,15 @@ for mode in $odp_modes; do
     check "on-demand paging across the fabric, $mode MRs: the program passed (exit $rc)" test "$rc" = 0
     barrier "odp-$mode" 60
 done
+# The dynamically connected transport (py/dc_across.py): each node's DCI
+# sends to the other node's DCT and to its own in turn (reconnecting at
+# each step) SENDs, WRITEs, READs and fetch-and-adds, every byte and the
+# counters checked; a wrong DC access key ends in "retry exceeded".
+python3 /hcasim/py/dc_across.py "$me" $((1 - me)) /hcasim/shared "$(reps 8 4)" > /tmp/dc.txt 2>&1
+rc=$?
+cat /tmp/dc.txt
+check "DC (DCI and DCT) across the fabric: the program passed (exit $rc)" test "$rc" = 0
+barrier dc 60
 # ibv_xsrq_pingpong has no data-check option (its -c is a client count); it
 # checks for "success". Its send QP asks for -n send WRs, and libmlx5 sizes
 # an XRC send WQE at 256 bytes (ctrl + room for a memory-window bind), so a

@@ -1,6 +1,6 @@
 # hcasim-test: nodes=2 timeout=1800 quick-timeout=1200
 # perftest between two VMs over the virtual HCAs: bandwidth and latency of
-# SEND (RC, UC, UD), RDMA WRITE (RC, UC), RDMA READ and both atomics, with
+# SEND (RC, UC, UD, DC), RDMA WRITE (RC, UC, DC), RDMA READ and both atomics, with
 # 4 QPs, an SRQ, inline data, post lists, all message sizes and on-demand
 # paging (--odp); then the same basic tools over rxe on the virtio-net
 # management network between the same VMs, measured in the same run: RC
@@ -87,6 +87,13 @@ perf write-inline ib_write_lat $D -I 64 -s 64 -n 1000
 perf write-postlist ib_write_bw $D -l 8 -n 1000
 perf write-all ib_write_bw $D -a -n 10
 perf send-all ib_send_lat $D -a -n 20
+# The dynamically connected transport (-c DC: a DCI and a DCT per pair).
+perf send-dc ib_send_bw $D -c DC -n 1000
+perf write-dc ib_write_bw $D -c DC -n 1000
+perf read-dc ib_read_bw $D -c DC -n 1000
+perf atomic-dc ib_atomic_bw $D -c DC -A FETCH_AND_ADD -n 1000
+perf write-lat-dc ib_write_lat $D -c DC -n 1000
+perf write-dc-q4 ib_write_bw $D -c DC -q 4 -n 500
 # On-demand paging (--odp): the buffers fault in as the device touches them.
 perf write-odp ib_write_bw $D --odp -n 1000
 perf send-odp ib_send_bw $D --odp -n 1000

@@ -15,3 +15,20 @@ except ImportError:
         for c in vars(_m).values() if isinstance(c, type) and issubclass(c, enum.Enum)
         for name, member in c.__members__.items()
     })
+
+
+def _flatten(module):
+    """The members of a module's enum classes, by name."""
+    return types.SimpleNamespace(**{
+        name: member
+        for c in vars(module).values() if isinstance(c, type) and issubclass(c, enum.Enum)
+        for name, member in c.__members__.items()
+    })
+
+
+def mlx5dv_enums():
+    """libmlx5's direct-verbs enums the same way (MLX5DV_DCTYPE_DCT, ...):
+    constants of pyverbs.providers.mlx5.mlx5_enums up to rdma-core 56,
+    enum classes of it in 65."""
+    import pyverbs.providers.mlx5.mlx5_enums as dv
+    return dv if hasattr(dv, "MLX5DV_DCTYPE_DCT") else _flatten(dv)
