@@ -58,7 +58,7 @@ struct Rmp {
     }
 };
 
-CmdResult create_dct(Node &n, uint32_t rmpn, uint64_t key, bool atomics = true) {
+CmdResult create_dct(Node &n, uint32_t rmpn, uint64_t key, bool atomics = true, uint32_t counter_set = 0) {
     auto in = Driver::inbox(hca::kOpCreateDct, 0, ifc::create_dct_in::size_bytes);
     const auto c = ifc::create_dct_in::dct_context_entry;
     ifc::set(in.data(), ifc::in(c, ifc::dctc::pd), n.pd);
@@ -72,6 +72,7 @@ CmdResult create_dct(Node &n, uint32_t rmpn, uint64_t key, bool atomics = true) 
     ifc::set(in.data(), ifc::in(c, ifc::dctc::min_rnr_nak), 1);
     ifc::set(in.data(), ifc::in(c, ifc::dctc::port), 1);
     ifc::set(in.data(), ifc::in(c, ifc::dctc::mtu), 3);
+    ifc::set(in.data(), ifc::in(c, ifc::dctc::counter_set_id), counter_set);
     return n.d.exec(in, ifc::create_dct_out::size_bytes);
 }
 
@@ -317,4 +318,40 @@ TEST_CASE("DC: a DCI takes no requests, a DCT takes only DC requests", "[dc]") {
     CHECK(!p.b.d.next_cqe(p.b.rcq));
     CHECK(p.w.b.dev.qps.find(p.dctn)->dropped >= 1);
     CHECK(p.w.b.dev.qps.find(p.dctn)->dc.contexts.empty());
+}
+
+TEST_CASE("DC: the DCT's Q counter set counts connections (rx_dct_connect)", "[dc][counters]") {
+    DcPair p;
+    auto a = p.b.d.exec(Driver::inbox(hca::kOpAllocQCounter, 0, ifc::alloc_q_counter_in::size_bytes),
+                        ifc::alloc_q_counter_out::size_bytes);
+    REQUIRE(a.status == 0);
+    const auto set = static_cast<uint32_t>(a.get(ifc::alloc_q_counter_out::counter_set_id));
+    auto r = create_dct(p.b, p.rmp.rmpn, kKey, true, set);
+    REQUIRE(r.status == 0);
+    const auto dctn = static_cast<uint32_t>(r.get(ifc::create_dct_out::dctn));
+    // Three bursts of one WRITE each: three connections (a DCI with nothing
+    // outstanding disconnects); two WRITEs rung together: one more.
+    for (int i = 0; i < 3; ++i) {
+        post_dc(p.a, p.dci, 2, dctn, kKey,
+                {.opcode = hca::kWqeRdmaWrite,
+                 .sges = {{p.a.mr.key, p.a.mr.iova, 8}},
+                 .raddr = p.b.mr.iova,
+                 .rkey = p.b.mr.key});
+        p.w.pump();
+    }
+    p.a.d.run_on_doorbell = false;
+    for (int i = 0; i < 2; ++i) {
+        post_dc(p.a, p.dci, 2, dctn, kKey,
+                {.opcode = hca::kWqeRdmaWrite,
+                 .sges = {{p.a.mr.key, p.a.mr.iova, 8}},
+                 .raddr = p.b.mr.iova,
+                 .rkey = p.b.mr.key});
+    }
+    p.w.pump();
+    auto q = Driver::inbox(hca::kOpQueryQCounter, 0, ifc::query_q_counter_in::size_bytes);
+    ifc::set(q.data(), ifc::query_q_counter_in::counter_set_id, set);
+    auto out = p.b.d.exec(q, ifc::query_q_counter_out::size_bytes);
+    REQUIRE(out.status == 0);
+    CHECK(out.get(ifc::query_q_counter_out::rx_dct_connect) == 4);
+    CHECK(out.get(ifc::query_q_counter_out::rx_write_requests) == 5);
 }

@@ -14,6 +14,7 @@ constexpr ifc::Field kOutField[] = {
     Out::rx_write_requests,
     Out::rx_read_requests,
     Out::rx_atomic_requests,
+    Out::rx_dct_connect,
     Out::out_of_buffer,
     Out::out_of_sequence,
     Out::duplicate_request,

@@ -23,6 +23,7 @@ enum class QCounter : uint8_t {
     RxWriteRequests,        // responder: new RDMA WRITE messages
     RxReadRequests,         // responder: new RDMA READ requests
     RxAtomicRequests,       // responder: new atomic requests
+    RxDctConnect,           // a DCT: connections from initiators (objects/dct.cpp)
     OutOfBuffer,            // responder: no receive WQE (UD drop, RNR NAK)
     OutOfSequence,          // responder: a request with a PSN beyond the expected one
     DuplicateRequest,       // responder: a request with a PSN already seen

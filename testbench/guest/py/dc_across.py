@@ -9,7 +9,7 @@ another DCT across the fabric at each step):
   FETCH_ADD  to a counter in the target's buffer (the value before, here;
            the total, by the target).
 Both nodes' DCIs reach each DCT, so each DCT keeps a context per
-initiator. Finally a DCI that names the wrong DC access key gets no
+initiator, and the port's rx_dct_connect counter counts the connections. Finally a DCI that names the wrong DC access key gets no
 answer: its SEND completes with "retry exceeded" and the QP goes to error.
 
     dc_across.py NODE PEER SHARED_DIR [ROUNDS]
@@ -36,6 +36,16 @@ RECVS = 64
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC
 tap = Tap()
 check = tap.check
+
+
+def dct_connects():
+    """The port's Q counter of DCT connections, as mlx5_ib shows it (None
+    before kernel 6.12: 6.1's mlx5_ib does not show it)."""
+    try:
+        with open("/sys/class/infiniband/mlx5_0/ports/1/hw_counters/rx_dct_connect") as f:
+            return int(f.read())
+    except FileNotFoundError:
+        return None
 
 
 def pattern(node, r):
@@ -168,6 +178,7 @@ def main():
     me, peer_no, shared = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     n = Node()
+    connects = dct_connects()
     check(f"a DCT (0x{n.dct.qp_num:x}) on an SRQ and a DCI (0x{n.dci.qp_num:x})", True)
     n.target.write(bytes(SIZE + 8), SIZE + 8)
     mine = {"lid": n.lid, "dctn": n.dct.qp_num, "rkey": n.target.rkey, "addr": n.target.buf}
@@ -190,6 +201,15 @@ def main():
             break
         n.take_recv(wc, patterns)
     check(f"the DCT took {n.good} whole SENDs of {2 * rounds}, {rounds} from each node's DCI", n.good == 2 * rounds)
+    # Each work request went out on a connection of its own (the DCI polls
+    # it before the next, and a DCI with nothing outstanding disconnects):
+    # 4 per DCT per round from each DCI.
+    if connects is None:
+        print("# this kernel's mlx5_ib shows no rx_dct_connect counter")
+    else:
+        got = dct_connects() - connects
+        check(f"the port's rx_dct_connect counter rose by {got}: 4 connections per round from each DCI",
+              got == 8 * rounds)
     count = struct.unpack("<Q", n.target.read(8, SIZE))[0]
     check(f"the counter in this node's buffer is {count}: one FETCH_ADD per round from each DCI",
           count == 2 * rounds)
