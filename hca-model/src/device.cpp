@@ -27,6 +27,8 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       regs(*this),
       uars(*this, HCA_MODEL_BAR0_MMIO_SIZE >> kPageShift),
       eqs(*this),
+      uctxs(*this),
+      umems(*this),
       pds(*this),
       devmem(*this),
       qcounters(*this),
@@ -121,6 +123,8 @@ void Device::drop_objects() {
     cqs.reset();
     mkeys.reset();
     pds.reset();
+    umems.reset();
+    uctxs.reset();
     devmem.reset();
     qcounters.reset();
     eqs.reset();
@@ -608,6 +612,8 @@ std::string Device::info() {
     s += fw.info();
     s += fmt::format("UARs in use: {}, PDs: {}, XRCDs: {}, Q counter sets: {}\n", uars.in_use(), pds.pds(), pds.xrcds(),
                      qcounters.count());
+    s += fmt::format("user contexts: {}\n", uctxs.count());
+    s += umems.info();
     s += port1.info();
     s += eqs.info();
     s += cqs.info();

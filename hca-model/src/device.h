@@ -24,6 +24,7 @@
 #include "objects/counters.h"
 #include "objects/cq.h"
 #include "objects/devmem.h"
+#include "objects/devx.h"
 #include "objects/eq.h"
 #include "objects/mkey.h"
 #include "objects/pd.h"
@@ -272,6 +273,8 @@ class Device {
     Registers regs;
     UarTable uars;
     EqTable eqs;
+    UctxTable uctxs;
+    UmemTable umems;
     PdTable pds;
     DevMem devmem;
     QCounterTable qcounters;

@@ -526,3 +526,50 @@ TEST_CASE("UMR QP: a key sized for 4 entries takes a 64-byte list (MR cache orde
     REQUIRE(c);
     CHECK((*c)[0x37] == hca::kSyndLocalProt);
 }
+
+TEST_CASE("an interleaved key: a UMR's repeated block of strided entries, a SEND gathered through it", "[umr]") {
+    Pair p;
+    Node &a = p.a;
+    // mlx5dv_create_mkey(): a free KLM key with room for 4 entries, filled
+    // by mlx5dv_wr_mr_interleaved(): 8 bytes every 10 at two places, 3 times.
+    const uint32_t key = a.d.create_window(a.pd, false);
+    a.fill(a.mr.iova, 0x200, 9);
+    const uint64_t entry = uint64_t{10} << 48 | uint64_t{8} << 32 | a.mr.key;
+    Umr il{.flags = kInline,
+           .xlt_octowords = 4,
+           .mask = kMaskFree | kMaskLen | kAllAccess,
+           .access = 0x1f,
+           .len = 48,
+           .inline_xlt = {uint64_t{16} << 32 | 0x400, uint64_t{3} << 32 | 2, entry, a.mr.iova, entry, a.mr.iova + 0x100,
+                          0, 0}};
+    a.d.post_raw(p.qa, hca::kWqeUmr, key, il.body());
+    auto c = a.d.next_cqe(a.scq);
+    REQUIRE(c);
+    REQUIRE(op(*c) == hca::kCqeReq);
+    const auto *k = a.d.bench().dev.mkeys.find(key);
+    REQUIRE(k);
+    CHECK_FALSE(k->free);
+
+    p.b.d.post_recv(p.qb, p.b.mr.key, p.b.mr.iova, 64);
+    a.d.post_send(p.qa, {.sges = {{key, 0, 48}}});
+    p.w.pump();
+    c = a.d.next_cqe(a.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReq);
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(be32(*rc, 44) == 48);
+    const uint8_t *got = p.b.mem(p.b.mr.iova, 48);
+    for (unsigned r = 0; r < 3; ++r) {
+        for (unsigned i = 0; i < 8; ++i) {
+            CHECK(got[r * 16 + i] == *a.mem(a.mr.iova + r * 10 + i, 1));
+            CHECK(got[r * 16 + 8 + i] == *a.mem(a.mr.iova + 0x100 + r * 10 + i, 1));
+        }
+    }
+    // Past the three repetitions there is nothing: a local protection error.
+    a.d.post_send(p.qa, {.sges = {{key, 40, 16}}});
+    p.w.pump();
+    c = a.d.next_cqe(a.scq);
+    REQUIRE(c);
+    CHECK(op(*c) == hca::kCqeReqErr);
+}

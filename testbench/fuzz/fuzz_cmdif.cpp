@@ -66,6 +66,10 @@ constexpr uint16_t kOpcodes[] = {
     hca::kOpDrainDct,
     hca::kOpQueryDct,
     hca::kOpArmDctForKeyViolation,
+    hca::kOpCreateUctx,
+    hca::kOpDestroyUctx,
+    hca::kOpCreateUmem,
+    hca::kOpDestroyUmem,
 };
 
 }  // namespace

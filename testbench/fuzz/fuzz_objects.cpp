@@ -1,13 +1,12 @@
 // libFuzzer target: object lifecycles through the command interface.  A
 // small decoder turns the input into a command sequence — create EQs, CQs,
 // PDs, XRCDs, Q counter sets, mkeys (PA, MTT, free/UMR), QPs of every type,
-// SRQs, XRC SRQs, RMPs and DCTs; walk QPs through their state transitions; query, modify, arm,
-// attach to multicast groups and destroy in any order — with handles taken
-// from the objects created so far (or made up), well-formed inboxes whose
-// fields the input chooses, and a few bytes of each inbox overwritten.
-// The HCA-level commands (TEARDOWN, DISABLE, INIT, MANAGE_PAGES, SET_*)
-// come too, rarely.  After the input every object it left is destroyed,
-// so the next input starts from the same device.
+// SRQs, XRC SRQs, RMPs and DCTs, DEVX user contexts and UMEMs with CQs and
+// QPs in them, commands carrying the uid of one context or another; walk QPs through their state transitions; query,
+// modify, arm, attach to multicast groups and destroy in any order — with handles taken from the objects created so far
+// (or made up), well-formed inboxes whose fields the input chooses, and a few bytes of each inbox overwritten. The
+// HCA-level commands (TEARDOWN, DISABLE, INIT, MANAGE_PAGES, SET_*) come too, rarely.  After the input every object it
+// left is destroyed, so the next input starts from the same device.
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -35,7 +34,7 @@ struct World {
     bool dirty = false;  // the input changed the HCA itself: reset the device
     // Objects the current input created, by kind; destroyed afterwards in
     // dependency order (QPs first).
-    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, dcts, srqs, xsrqs, rmps, uars;
+    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, dcts, srqs, xsrqs, rmps, uars, uctxs, umems;
     std::vector<std::pair<uint64_t, uint32_t>> memics;  // device memory: BAR0 address, bytes
 
     void setup() {
@@ -64,6 +63,9 @@ uint32_t pick(Input &in, const std::vector<uint32_t> &v, uint32_t mask = 0xfffff
 }
 
 CmdResult run(World &x, Input &in, std::vector<uint8_t> &box, size_t outlen = 16) {
+    if (in.u8() >= 200) {
+        hca::store_be16(box.data() + 2, static_cast<uint16_t>(pick(in, x.uctxs, 0xffff)));  // a user context's
+    }
     hcafuzz::patch(in, box, 3);
     return x.d.exec(box, outlen, in.u8() % 31);
 }
@@ -301,6 +303,99 @@ void create_dct(World &x, Input &in) {
     }
 }
 
+// DEVX: user contexts, UMEMs over fresh pages, and CQs and QPs whose
+// buffers and doorbell records are in a UMEM.
+void devx_cmd(World &x, Input &in) {
+    switch (in.pick(6)) {
+        case 0: {
+            auto box = Driver::inbox(hca::kOpCreateUctx, 0, ifc::create_uctx_in::size_bytes);
+            ifc::set(box.data(), ifc::in(ifc::create_uctx_in::uctx, ifc::uctx::cap), in.u8() < 240 ? 0 : in.u32());
+            auto r = run(x, in, box);
+            if (ok(r)) {
+                x.uctxs.push_back(static_cast<uint32_t>(r.get(ifc::create_uctx_out::uid)));
+            }
+            break;
+        }
+        case 1: {
+            auto box = Driver::inbox(hca::kOpDestroyUctx, 0, ifc::destroy_uctx_in::size_bytes);
+            const uint32_t uid = pick(in, x.uctxs, 0xffff);
+            ifc::set(box.data(), ifc::destroy_uctx_in::uid, uid);
+            if (ok(run(x, in, box))) {
+                std::erase(x.uctxs, uid);
+            }
+            break;
+        }
+        case 2: {
+            const size_t n = 1 + in.u8() % 6;
+            auto box = Driver::inbox(hca::kOpCreateUmem, 0, ifc::create_umem_in::size_bytes + n * 8);
+            const auto u = ifc::create_umem_in::umem;
+            hca::store_be16(box.data() + 2, static_cast<uint16_t>(pick(in, x.uctxs, 0xffff)));
+            ifc::set(box.data(), ifc::in(u, ifc::umem::num_of_mtt), in.u8() < 230 ? n : in.u64());
+            ifc::set(box.data(), ifc::in(u, ifc::umem::log_page_size), in.u8() < 230 ? 0 : in.u8());
+            ifc::set(box.data(), ifc::in(u, ifc::umem::page_offset), in.u8() < 200 ? 0 : in.u16());
+            pages(x, box, ifc::create_umem_in::size_bytes, n, 0xf0);
+            auto r = run(x, in, box);
+            if (ok(r)) {
+                x.umems.push_back(static_cast<uint32_t>(r.get(ifc::create_umem_out::umem_id)));
+            }
+            break;
+        }
+        case 3: {
+            auto box = Driver::inbox(hca::kOpDestroyUmem, 0, ifc::destroy_umem_in::size_bytes);
+            const uint32_t id = pick(in, x.umems);
+            ifc::set(box.data(), ifc::destroy_umem_in::umem_id, id);
+            if (ok(run(x, in, box))) {
+                std::erase(x.umems, id);
+            }
+            break;
+        }
+        case 4: {
+            auto box = Driver::inbox(hca::kOpCreateCq, 0, ifc::create_cq_in::size_bytes);
+            const auto ctx = ifc::create_cq_in::cq_context;
+            hca::store_be16(box.data() + 2, static_cast<uint16_t>(pick(in, x.uctxs, 0xffff)));
+            ifc::set(box.data(), ifc::in(ctx, ifc::cqc::log_cq_size), in.u8() % 8);
+            ifc::set(box.data(), ifc::in(ctx, ifc::cqc::uar_page), x.uar);
+            ifc::set(box.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), pick(in, x.eqs));
+            ifc::set(box.data(), ifc::in(ctx, ifc::cqc::dbr_umem_valid), in.u8() < 230);
+            ifc::set(box.data(), ifc::in(ctx, ifc::Field{0x20, 32}), pick(in, x.umems));  // dbr_umem_id
+            ifc::set(box.data(), ifc::in(ctx, ifc::cqc::dbr_addr), in.u8() < 200 ? (in.u8() % 64) * 64 : in.u64());
+            ifc::set(box.data(), ifc::create_cq_in::cq_umem_valid, in.u8() < 230);
+            ifc::set(box.data(), ifc::Field{0x2c0, 32}, pick(in, x.umems));  // cq_umem_id
+            ifc::set(box.data(), ifc::Field{0x280, 64}, in.u8() < 200 ? (in.u8() % 8) * 4096 : in.u64());
+            auto r = run(x, in, box);
+            if (ok(r)) {
+                x.cqs.push_back(static_cast<uint32_t>(r.get(ifc::create_cq_out::cqn)));
+            }
+            break;
+        }
+        default: {
+            auto box = Driver::inbox(hca::kOpCreateQp, 0, ifc::create_qp_in::size_bytes);
+            const auto ctx = ifc::create_qp_in::qpc;
+            hca::store_be16(box.data() + 2, static_cast<uint16_t>(pick(in, x.uctxs, 0xffff)));
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::st), in.u8() < 230 ? hca::kQpRc : in.u8() & 0xf);
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::pm_state), 3);
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::pd), pick(in, x.pds));
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::log_sq_size), in.u8() % 8);
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::log_rq_size), in.u8() % 8);
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::log_rq_stride), in.u8() % 4);
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::cqn_snd), pick(in, x.cqs));
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::cqn_rcv), pick(in, x.cqs));
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::uar_page), x.uar);
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::dbr_umem_valid), in.u8() < 230);
+            ifc::set(box.data(), ifc::in(ctx, ifc::Field{0x720, 32}), pick(in, x.umems));  // dbr_umem_id
+            ifc::set(box.data(), ifc::in(ctx, ifc::qpc::dbr_addr), in.u8() < 200 ? (in.u8() % 64) * 64 : in.u64());
+            ifc::set(box.data(), ifc::create_qp_in::wq_umem_valid, in.u8() < 230);
+            ifc::set(box.data(), ifc::create_qp_in::wq_umem_id, pick(in, x.umems));
+            ifc::set(box.data(), ifc::create_qp_in::wq_umem_offset, in.u8() < 200 ? (in.u8() % 8) * 4096 : in.u64());
+            auto r = run(x, in, box);
+            if (ok(r)) {
+                x.qps.push_back(static_cast<uint32_t>(r.get(ifc::create_qp_out::qpn)));
+            }
+            break;
+        }
+    }
+}
+
 // Destroy/query/arm/modify of an existing object (or a made-up number).
 void object_cmd(World &x, Input &in) {
     struct Op {
@@ -491,6 +586,8 @@ void cleanup(World &x) {
         {&World::xrcds, hca::kOpDeallocXrcd, ifc::dealloc_xrcd_in::xrcd},
         {&World::qcounters, hca::kOpDeallocQCounter, ifc::dealloc_q_counter_in::counter_set_id},
         {&World::uars, hca::kOpDeallocUar, ifc::dealloc_uar_in::uar},
+        {&World::umems, hca::kOpDestroyUmem, ifc::destroy_umem_in::umem_id},
+        {&World::uctxs, hca::kOpDestroyUctx, ifc::destroy_uctx_in::uid},
     };
     for (const Kind &k : kKinds) {
         std::vector<uint32_t> &list = x.*k.list;
@@ -525,7 +622,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     World &x = world();
     Input in(data, size);
     for (int steps = 0; !in.empty() && steps < 48; ++steps) {
-        switch (in.pick(13)) {
+        switch (in.pick(14)) {
             case 0:
                 create_eq(x, in);
                 break;
@@ -542,6 +639,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 9: case 10: object_cmd(x, in); break;
         case 12:
             create_dct(x, in);
+            break;
+        case 13:
+            devx_cmd(x, in);
             break;
         default: hca_cmd(x, in); break;
         }

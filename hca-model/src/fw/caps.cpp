@@ -97,6 +97,11 @@ const CapEntry kGeneralCaps[] = {
     GEN(retransmission_q_counters, 1, 1, false),
     GEN(enhanced_error_q_counters, 1, 1, false),
     GEN(rts2rts_qp_counters_set_id, 1, 1, false),
+    // DEVX (objects/devx.h): user contexts, whose uid every command of a
+    // process carries, and UMEMs; no user context capabilities (RAW_TX,
+    // INTERNAL_DEV_RES), no UMEM with uid 0.
+    GEN(log_max_uctx, 10, 10, false),
+    GEN(log_max_umem, 16, 16, false),
 };
 
 #undef GEN
@@ -183,6 +188,9 @@ Caps::Caps() {
     pages_[kCapOdp];
     pages_[kCapAtomic];
     pages_[kCapDevMem];
+    // Queried through DEVX by programs that look for flow steering before
+    // they use it (rdma-core's flow tests): there is none, every field 0.
+    pages_[kCapNicFlowTable];
     reset();
 }
 

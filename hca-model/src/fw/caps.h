@@ -18,6 +18,7 @@ enum CapType : uint16_t {
     kCapGeneral = 0x0,
     kCapOdp = 0x2,
     kCapAtomic = 0x3,
+    kCapNicFlowTable = 0x7,  // all zeros: no NIC flow steering (nic_flow_table 0)
     kCapDevMem = 0xf,
 };
 

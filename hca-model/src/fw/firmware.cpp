@@ -95,6 +95,10 @@ const CommandDesc kCommands[] = {
     CMD(kOpDestroySrq, destroy_srq_in, destroy_srq_out, I, d.srqs.cmd_destroy_srq(c)),
     CMD(kOpQuerySrq, query_srq_in, query_srq_out, I, d.srqs.cmd_query_srq(c)),
     CMD(kOpArmRq, arm_rq_in, arm_rq_out, I, d.srqs.cmd_arm_rq(c)),
+    CMD(kOpCreateUctx, create_uctx_in, create_uctx_out, I, d.uctxs.cmd_create_uctx(c)),
+    CMD(kOpDestroyUctx, destroy_uctx_in, destroy_uctx_out, I, d.uctxs.cmd_destroy_uctx(c)),
+    CMD(kOpCreateUmem, create_umem_in, create_umem_out, I, d.umems.cmd_create_umem(c)),
+    CMD(kOpDestroyUmem, destroy_umem_in, destroy_umem_out, I, d.umems.cmd_destroy_umem(c)),
     CMD(kOpMadIfc, mad_ifc_in, mad_ifc_out, I, d.port1.cmd_mad_ifc(c)),
     CMD(kOpQueryHcaVportContext, query_hca_vport_context_in, query_hca_vport_context_out, I,
         d.port1.cmd_query_hca_vport_context(c)),
@@ -148,6 +152,14 @@ void Firmware::execute(CmdCtx &c) {
     if (state_ < desc->state) {
         c.fail(Status::BadSysState, "the HCA is {}, the command needs it {}", state_name(state_),
                state_name(desc->state));
+        return;
+    }
+    // Every command's first dword holds its uid (reserved, so 0, in the few
+    // that have none): the kernel (0), the shared resources (0xffff) or a
+    // user context that exists.
+    c.uid = static_cast<uint16_t>(c.in[2] << 8 | c.in[3]);
+    if (c.uid != 0 && c.uid != kSharedUid && !dev_.uctxs.live(c.uid)) {
+        c.fail(Status::BadParam, "uid {} is not a user context", c.uid);
         return;
     }
     desc->handler(dev_, c);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct CmdCtx {
     std::vector<uint8_t> &out;    // outlen bytes (at least 16), zeroed
     uint16_t opcode = 0;
     uint16_t op_mod = 0;
+    uint16_t uid = 0;  // the user context the command acts for (0: the kernel)
     unsigned slot = 0;
     Status status = Status::Ok;
     uint32_t syndrome = 0;
@@ -55,6 +57,26 @@ struct CmdCtx {
         syndrome = syndrome_of(fmt::string_view(f));
     }
     bool ok() const { return status == Status::Ok; }
+
+    // The command may act on (destroy, modify, query, arm) object n of kind
+    // what, created with obj_uid: its own, or any when it comes from the
+    // kernel (uid 0). If not, the command fails (BAD_PARAM, the owner named).
+    bool may_touch(uint16_t obj_uid, std::string_view what, uint32_t n) {
+        return owner_ok(uid == 0 || uid == obj_uid, obj_uid, what, n);
+    }
+    // The object it creates may name (use) it: also the kernel's (0) and the
+    // shared ones (0xffff), as mlx5_ib's own XRC domains and SRQs under a
+    // user's XRC QP, or the completion EQs.
+    bool may_use(uint16_t obj_uid, std::string_view what, uint32_t n) {
+        return owner_ok(uid == 0 || uid == obj_uid || obj_uid == 0 || obj_uid == kSharedUid, obj_uid, what, n);
+    }
+
+    bool owner_ok(bool ok, uint16_t obj_uid, std::string_view what, uint32_t n) {
+        if (!ok) {
+            fail(Status::BadParam, "{} 0x{:x} belongs to user context {}, not {}", what, n, obj_uid, uid);
+        }
+        return ok;
+    }
 
     static uint32_t syndrome_of(fmt::string_view reason) {
         uint32_t h = 2166136261u;  // FNV-1a of the check's message template

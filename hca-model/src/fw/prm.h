@@ -141,6 +141,10 @@ enum Opcode : uint16_t {
     kOpDetachFromMcg = 0x807,
     kOpAllocXrcd = 0x80e,
     kOpDeallocXrcd = 0x80f,
+    kOpCreateUctx = 0xa04,
+    kOpDestroyUctx = 0xa06,
+    kOpCreateUmem = 0xa08,
+    kOpDestroyUmem = 0xa0a,
     kOpCreateRmp = 0x90c,
     kOpModifyRmp = 0x90d,
     kOpDestroyRmp = 0x90e,
@@ -148,6 +152,11 @@ enum Opcode : uint16_t {
 };
 // Name as the driver prints it (core/cmd.c mlx5_command_str()).
 const char *opcode_name(uint16_t opcode);
+
+// The uid of objects shared by every user context (MLX5_SHARED_RESOURCE_UID):
+// mlx5_core's completion EQs and mlx5_ib's port Q counters once user
+// contexts (DEVX) exist.
+inline constexpr uint16_t kSharedUid = 0xffff;
 
 inline constexpr uint32_t kPageShift = 12;
 inline constexpr uint64_t kPageSize = uint64_t{1} << kPageShift;

@@ -2325,4 +2325,84 @@ struct arm_dct_out {
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
+struct create_uctx_in {
+    static constexpr uint32_t size_bits = 0x200;
+    static constexpr uint32_t size_bytes = 0x40;
+    static constexpr uint32_t fixed_bytes = 0x40;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block uctx{0x80, 384, 1};
+};
+struct create_uctx_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field uid{0x50, 16};
+};
+struct destroy_uctx_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field uid{0x50, 16};
+};
+struct destroy_uctx_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct uctx {
+    static constexpr uint32_t size_bits = 0x180;
+    static constexpr uint32_t size_bytes = 0x30;
+    static constexpr uint32_t fixed_bytes = 0x30;
+    static constexpr Field cap{0x0, 32};
+};
+struct create_umem_in {
+    static constexpr uint32_t size_bits = 0x180;
+    static constexpr uint32_t size_bytes = 0x30;
+    static constexpr uint32_t fixed_bytes = 0x30;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block umem{0x80, 256, 1};
+};
+struct create_umem_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field umem_id{0x48, 24};
+};
+struct destroy_umem_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field umem_id{0x48, 24};
+};
+struct destroy_umem_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct umem {
+    static constexpr uint32_t size_bits = 0x100;
+    static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
+    static constexpr Field ats{0x80, 1};
+    static constexpr Field log_page_size{0x9b, 5};
+    static constexpr Field page_offset{0xa0, 32};
+    static constexpr Field num_of_mtt{0xc0, 64};
+    static constexpr Block mtt{0x100, 64, 0};
+};
 }  // namespace hca::ifc

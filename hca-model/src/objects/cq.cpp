@@ -6,6 +6,7 @@
 
 #include "be.h"
 #include "device.h"
+#include "ifc/mlx5_ifc_extra.h"
 
 namespace hca {
 
@@ -19,6 +20,26 @@ void CqTable::reset() {
 Cq *CqTable::find(uint32_t cqn) {
     auto it = cqs_.find(cqn);
     return it == cqs_.end() ? nullptr : &it->second;
+}
+
+Cq *CqTable::find_for(CmdCtx &c, uint32_t cqn) {
+    Cq *cq = find(cqn);
+    if (!cq) {
+        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
+    } else if (!c.may_touch(cq->uid, "CQ", cqn)) {
+        cq = nullptr;
+    }
+    return cq;
+}
+
+Cq *CqTable::find_used_by(CmdCtx &c, uint32_t cqn, const char *what) {
+    Cq *cq = find(cqn);
+    if (!cq) {
+        c.fail(Status::BadParam, "{} CQ 0x{:x} does not exist", what, cqn);
+    } else if (!c.may_use(cq->uid, fmt::format("{} CQ", what), cqn)) {
+        cq = nullptr;
+    }
+    return cq;
 }
 
 void CqTable::cmd_create_cq(CmdCtx &c) {
@@ -60,11 +81,25 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         c.fail(Status::BadParam, "dbr_addr 0x{:x} is not 8-byte aligned", cq.dbr);
         return;
     }
-    const uint64_t offset_bytes = PageList::offset_bytes(cq.page_offset, cq.log_page_size);
-    const auto pas = c.in_block(ifc::create_cq_in::pas);
-    if (!load_queue_buffer(c, dev_.budget, cq.buf, "CQ", pas, pas.size() / 8, cq.log_page_size, offset_bytes,
-                           uint64_t{cq.stride} << cq.log_size)) {
+    // A DEVX CQ has its doorbell record and its buffer in UMEMs.
+    if (c.get(ifc::in(ctx, cqc::dbr_umem_valid)) &&
+        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(ctx, ifc::extra::cqc_dbr_umem_id))), cq.dbr, "CQ",
+                             cq.dbr, cq.pins[0])) {
         return;
+    }
+    const uint64_t bytes = uint64_t{cq.stride} << cq.log_size;
+    if (c.get(ifc::create_cq_in::cq_umem_valid)) {
+        if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::extra::cq_umem_id)),
+                               c.get(ifc::extra::cq_umem_offset), bytes, "CQ", cq.buf, cq.pins[1])) {
+            return;
+        }
+    } else {
+        const uint64_t offset_bytes = PageList::offset_bytes(cq.page_offset, cq.log_page_size);
+        const auto pas = c.in_block(ifc::create_cq_in::pas);
+        if (!load_queue_buffer(c, dev_.budget, cq.buf, "CQ", pas, pas.size() / 8, cq.log_page_size, offset_bytes,
+                               bytes)) {
+            return;
+        }
     }
     if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
         c.fail(Status::NoRes, "all CQs are in use");
@@ -84,11 +119,10 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
 
 void CqTable::cmd_destroy_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::destroy_cq_in::cqn));
-    auto it = cqs_.find(cqn);
-    if (it == cqs_.end()) {
-        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
+    if (!find_for(c, cqn)) {
         return;
     }
+    auto it = cqs_.find(cqn);
     if (it->second.refs) {
         c.fail(Status::ResBusy, "CQ 0x{:x} is used by {} QPs/SRQs", cqn, it->second.refs);
         return;
@@ -108,9 +142,8 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
 
 void CqTable::cmd_query_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::query_cq_in::cqn));
-    Cq *cq = find(cqn);
+    const Cq *cq = find_for(c, cqn);
     if (!cq) {
-        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
         return;
     }
     uint8_t ci[4] = {};
@@ -149,9 +182,8 @@ constexpr ifc::Field kFieldSelect{ifc::modify_cq_in::modify_field_select_resize_
 
 void CqTable::cmd_modify_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::modify_cq_in::cqn));
-    Cq *cq = find(cqn);
+    Cq *cq = find_for(c, cqn);
     if (!cq) {
-        c.fail(Status::BadRes, "CQ 0x{:x} does not exist", cqn);
         return;
     }
     const uint16_t op_mod = static_cast<uint16_t>(c.get(ifc::modify_cq_in::op_mod));
@@ -206,6 +238,10 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     const uint32_t outstanding = (cq.pi - load_be32(ci_raw)) & 0xffffff;
     if (outstanding + 1 > (1u << log_size)) {
         c.fail(Status::BadParam, "{} unpolled CQEs do not fit a CQ of {} entries", outstanding, 1u << log_size);
+        return;
+    }
+    if (c.get(ifc::modify_cq_in::cq_umem_valid)) {
+        c.fail(Status::BadParam, "resizing a CQ into a UMEM is not supported");
         return;
     }
     PageList buf;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "datapath/wqe.h"
+#include "objects/devx.h"
 #include "objects/ids.h"
 #include "objects/pages.h"
 
@@ -31,6 +32,7 @@ struct Cq {
     PageList buf;
     uint64_t dbr = 0;
     uint16_t uid = 0;
+    UmemPin pins[2];        // a DEVX CQ's doorbell and buffer UMEMs
     bool oi = false;        // ignore overrun
     uint8_t status = 0;     // cqc.status: 0 OK, 9 overflow, 0xa write failure
     uint32_t pi = 0;        // CQEs produced
@@ -69,6 +71,10 @@ class CqTable {
     explicit CqTable(Device &dev) : dev_(dev) {}
     void reset();
     Cq *find(uint32_t cqn);
+    // The CQ a command acts on, or (an object it creates names) uses: null,
+    // with the command failed, when there is none or the uid may not.
+    Cq *find_for(CmdCtx &c, uint32_t cqn);
+    Cq *find_used_by(CmdCtx &c, uint32_t cqn, const char *what);
     size_t count() const { return cqs_.size(); }
 
     void cmd_create_cq(CmdCtx &c);

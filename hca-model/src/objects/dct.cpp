@@ -56,6 +56,9 @@ Qp *QpTable::find_dct(CmdCtx &c, uint32_t dctn) {
         c.fail(Status::BadRes, "DCT 0x{:x} does not exist", dctn);
         return nullptr;
     }
+    if (!c.may_touch(d->uid, "DCT", dctn)) {
+        return nullptr;
+    }
     return d;
 }
 
@@ -66,8 +69,7 @@ void QpTable::cmd_create_dct(CmdCtx &c) {
         return;
     }
     Qp d = dct_of_create(c);
-    if (!dev_.pds.pd_exists(d.pd)) {
-        c.fail(Status::BadParam, "DCT PD {} does not exist", d.pd);
+    if (!dev_.pds.pd_used_by(c, d.pd, "DCT")) {
         return;
     }
     Srq *srq = dev_.srqs.find(d.srqn);
@@ -75,9 +77,11 @@ void QpTable::cmd_create_dct(CmdCtx &c) {
         c.fail(Status::BadParam, "SRQ 0x{:x} does not exist", d.srqn);
         return;
     }
-    Cq *cq = dev_.cqs.find(d.cqn_rcv);
+    if (!c.may_use(srq->uid, "DCT SRQ", d.srqn)) {
+        return;
+    }
+    Cq *cq = dev_.cqs.find_used_by(c, d.cqn_rcv, "DCT");
     if (!cq) {
-        c.fail(Status::BadParam, "CQ 0x{:x} does not exist", d.cqn_rcv);
         return;
     }
     if (d.path.port != 1 || d.mtu < 1 || d.mtu > 5) {

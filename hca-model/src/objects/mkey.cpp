@@ -4,6 +4,7 @@
 
 #include "be.h"
 #include "device.h"
+#include "ifc/mlx5_ifc_extra.h"
 
 namespace hca {
 
@@ -52,22 +53,6 @@ uint64_t entries(const Mkey &m) {
     return m.mtt.size() + m.klm.size();
 }
 
-// An indirect key's entries are reached with the local right matching the
-// access (IBA 10.6.7.2: a window's MR grants local write under remote write
-// and atomic access).
-uint8_t inner_access(uint8_t access) {
-    uint8_t a = access & (kAccLocalRead | kAccLocalWrite);
-    if (access & kAccRemoteRead) {
-        a |= kAccLocalRead;
-    }
-    if (access & (kAccRemoteWrite | kAccRemoteAtomic)) {
-        a |= kAccLocalWrite;
-    }
-    return a;
-}
-
-constexpr int kMaxIndirection = 2;
-
 const char *mode_name(MkeyMode mode) {
     switch (mode) {
     case MkeyMode::Pa: return "PA";
@@ -81,189 +66,6 @@ const char *mode_name(MkeyMode mode) {
 }
 
 }  // namespace
-
-XlatError MkeyTable::translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
-                               std::vector<DmaChunk> &out, uint32_t qpn) const {
-    const Mkey *m = find(key);
-    if (!m) {
-        return XlatError::BadKey;
-    }
-    if (m->qpn != kAnyQpn && qpn != kAnyQpn && m->qpn != qpn) {
-        return XlatError::BoundQp;
-    }
-    return translate_in(*m, pd, va, len, access, out, 0);
-}
-
-namespace {
-
-// Appends n bytes at addr to out, merged with the piece before if they
-// touch.
-void append_chunk(std::vector<DmaChunk> &out, uint64_t addr, uint64_t n) {
-    if (!out.empty() && out.back().addr + out.back().len == addr && out.back().len + n <= UINT32_MAX) {
-        out.back().len += static_cast<uint32_t>(n);
-    } else {
-        out.push_back({addr, static_cast<uint32_t>(n)});
-    }
-}
-
-}  // namespace
-
-XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
-                                  std::vector<DmaChunk> &out, int depth) const {
-    const Mkey *m = &key;
-    if (m->free) {
-        return XlatError::Free;
-    }
-    if (m->pd != pd) {
-        return XlatError::BadPd;
-    }
-    if (((access & kAccLocalWrite) && !m->lw) || ((access & kAccRemoteRead) && !m->rr) ||
-        ((access & kAccRemoteWrite) && !m->rw) || ((access & kAccRemoteAtomic) && !m->a) ||
-        ((access & kAccLocalRead) && !m->lr)) {
-        return XlatError::Access;
-    }
-    if (len == 0) {
-        return XlatError::None;
-    }
-    if (m->mode == MkeyMode::Memic) {
-        // Zero based (ibv_reg_dm_mr's IBV_ACCESS_ZERO_BASED): va is the
-        // offset into the key; start is where it begins in BAR0.
-        if (len > m->len || va > m->len - len) {
-            return XlatError::Bounds;
-        }
-        out.push_back({DevMem::tagged(m->start - DevMem::kBarOffset + va), static_cast<uint32_t>(len)});
-        return XlatError::None;
-    }
-    if (!m->length64 && (va < m->start || len > m->len || va - m->start > m->len - len)) {
-        return XlatError::Bounds;
-    }
-    if (m->mode == MkeyMode::Pa) {
-        // Physical addressing: the address is the bus address (never a
-        // device memory tag).
-        if (DevMem::is_tagged(va) || DevMem::is_tagged(va + len - 1)) {
-            return XlatError::NoTranslation;
-        }
-        append_chunk(out, va, len);
-        return XlatError::None;
-    }
-    if (m->mode == MkeyMode::Klm) {
-        return translate_klm(*m, pd, va, len, access, out, depth);
-    }
-    if (m->mode == MkeyMode::Ksm) {
-        return translate_ksm(*m, pd, va, len, access, out, depth);
-    }
-    if (m->mode != MkeyMode::Mtt) {
-        return XlatError::NoTranslation;
-    }
-    return translate_mtt(*m, va, len, access, out);
-}
-
-// KLM: the entries are laid end to end from start on; each piece goes
-// through its own key, of the same PD.
-XlatError MkeyTable::translate_klm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
-                                   std::vector<DmaChunk> &out, int depth) const {
-    if (depth >= kMaxIndirection) {
-        return XlatError::Depth;
-    }
-    uint64_t off = va - m.start;
-    uint64_t left = len;
-    for (size_t i = 0; i < m.klm.size(); ++i) {
-        const Klm k = m.klm[i];
-        if (!left || k.bc == 0) {
-            break;
-        }
-        if (off >= k.bc) {
-            off -= k.bc;
-            continue;
-        }
-        const uint64_t n = std::min<uint64_t>(left, k.bc - off);
-        const Mkey *inner = find(k.key);
-        if (!inner) {
-            return XlatError::BadKey;
-        }
-        if (const XlatError e = translate_in(*inner, pd, k.addr + off, n, inner_access(access), out, depth + 1);
-            e != XlatError::None) {
-            return e;
-        }
-        left -= n;
-        off = 0;
-    }
-    return left ? XlatError::NoTranslation : XlatError::None;
-}
-
-// KSM: entry i maps [start + i * 2^log_page_size, +2^log_page_size) to its
-// key from its address on. An entry naming the null mkey maps nothing yet:
-// the access page-faults (implicit ODP: the driver creates the child key,
-// loads the entry and resumes).
-XlatError MkeyTable::translate_ksm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
-                                   std::vector<DmaChunk> &out, int depth) const {
-    if (depth >= kMaxIndirection) {
-        return XlatError::Depth;
-    }
-    if (va < m.start) {
-        return XlatError::Bounds;
-    }
-    const unsigned shift = m.log_page_size;
-    const uint64_t size = uint64_t{1} << shift;
-    uint64_t off = va - m.start;
-    uint64_t left = len;
-    while (left) {
-        const uint64_t i = off >> shift;
-        if (i >= m.klm.size()) {
-            return XlatError::NoTranslation;
-        }
-        const Klm k = m.klm[i];
-        if (k.key == kNullMkey) {
-            return XlatError::PageFault;
-        }
-        const Mkey *inner = find(k.key);
-        if (!inner) {
-            return XlatError::BadKey;
-        }
-        const uint64_t in_entry = off & (size - 1);
-        const uint64_t n = std::min(left, size - in_entry);
-        if (const XlatError e = translate_in(*inner, pd, k.addr + in_entry, n, inner_access(access), out, depth + 1);
-            e != XlatError::None) {
-            return e;
-        }
-        off += n;
-        left -= n;
-    }
-    return XlatError::None;
-}
-
-// MTT: entry = (page of va) - (page of start); the first page may be
-// entered at an offset (start not page aligned). A page whose entry lacks
-// the access bit the access needs is not present.
-XlatError MkeyTable::translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uint8_t access,
-                                   std::vector<DmaChunk> &out) const {
-    const unsigned shift = m.log_page_size;
-    const uint64_t psize = uint64_t{1} << shift;
-    const uint64_t base = m.start & ~(psize - 1);
-    const uint64_t need = ((access & (kAccLocalRead | kAccRemoteRead | kAccRemoteAtomic)) ? kMttRead : 0) |
-                          ((access & (kAccLocalWrite | kAccRemoteWrite | kAccRemoteAtomic)) ? kMttWrite : 0);
-    uint64_t cur = va;
-    uint64_t left = len;
-    while (left) {
-        const uint64_t entry = ((cur & ~(psize - 1)) - base) >> shift;
-        if (entry >= m.mtt.size()) {
-            return XlatError::NoTranslation;
-        }
-        const uint64_t e = m.mtt[entry];
-        if (DevMem::is_tagged(e)) {
-            return XlatError::NoTranslation;
-        }
-        if ((e & need) != need) {
-            return XlatError::PageFault;
-        }
-        const uint64_t in_page = cur & (psize - 1);
-        const uint64_t n = std::min(left, psize - in_page);
-        append_chunk(out, (e & ~uint64_t{7}) + in_page, n);
-        cur += n;
-        left -= n;
-    }
-    return XlatError::None;
-}
 
 bool MkeyTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) {
     auto it = mkeys_.find(key >> 8);
@@ -362,8 +164,10 @@ bool MkeyTable::bind_ok(const Mkey &w, const UmrOp &op) const {
     const bool a = (op.mask & UmrOp::kMaskA) ? f(mkc::a) != 0 : w.a;
     const uint8_t need = kAccLocalRead | ((rw || a) ? kAccLocalWrite : 0);
     std::vector<DmaChunk> scratch;
-    for (size_t i = 0; i + 1 < op.xlt.size(); i += 2) {
-        const auto bc = static_cast<uint32_t>(op.xlt[i] >> 32);
+    // A repeated block: its entries are checked over their first repetition.
+    const bool repeat = op.xlt.size() >= 2 && static_cast<uint32_t>(op.xlt[0]) == kRepeatBlockOp;
+    for (size_t i = repeat ? 2 : 0; i + 1 < op.xlt.size(); i += 2) {
+        const auto bc = static_cast<uint32_t>(op.xlt[i] >> 32) & (repeat ? 0xffff : 0xffffffff);
         if (bc == 0) {
             continue;  // padding
         }
@@ -558,6 +362,9 @@ bool MkeyTable::create_mtt(CmdCtx &c, Mkey &m) {
     }
     const uint64_t psize = uint64_t{1} << m.log_page_size;
     const uint64_t pages = m.len ? ((m.start & (psize - 1)) + m.len + psize - 1) >> m.log_page_size : 0;
+    if (c.get(ifc::create_mkey_in::mkey_umem_valid)) {
+        return create_mtt_umem(c, m, pages);
+    }
     const uint64_t actual = c.get(ifc::create_mkey_in::translations_octword_actual_size);
     const auto pas = c.in_block(ifc::create_mkey_in::klm_pas_mtt);
     if (!m.free && pages > uint64_t{m.octwords} * 2) {
@@ -593,6 +400,38 @@ bool MkeyTable::create_mtt(CmdCtx &c, Mkey &m) {
     return true;
 }
 
+// A DEVX key over a UMEM: its pages, from mkey_umem_offset on, are the
+// key's MTT entries, so the key's pages must be the UMEM's and start_addr
+// must sit where that offset does in its page.
+bool MkeyTable::create_mtt_umem(CmdCtx &c, Mkey &m, uint64_t pages) {
+    if (m.free || m.len == 0) {
+        c.fail(Status::BadParam, "a key over a UMEM must be in use and map at least one byte");
+        return false;
+    }
+    const uint64_t psize = uint64_t{1} << m.log_page_size;
+    PageList slice;
+    if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::extra::mkey_umem_id)),
+                           c.get(ifc::extra::mkey_umem_offset), m.len, "mkey", slice, m.pin)) {
+        return false;
+    }
+    const uint64_t in_page = m.start & (psize - 1);
+    if (slice.page_shift() != m.log_page_size || (slice.addr(0) & (psize - 1)) != in_page) {
+        c.fail(Status::BadParam,
+               "the key's pages (2^{}, start at 0x{:x} in its page) are not the UMEM's (2^{}, 0x{:x})", m.log_page_size,
+               in_page, slice.page_shift(), slice.addr(0) & (psize - 1));
+        return false;
+    }
+    std::vector<uint64_t> entries(pages);
+    for (uint64_t i = 0; i < pages; ++i) {
+        entries[i] = ((i ? slice.addr(i * psize - in_page) : slice.addr(0)) & ~(psize - 1)) | kMttAccess;
+    }
+    if (!charge(c, m.mtt.extra_cost(0, entries), pages)) {
+        return false;
+    }
+    m.mtt.store(0, entries);
+    return true;
+}
+
 void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     const ifc::Block e = ifc::create_mkey_in::memory_key_mkey_entry;
     Mkey m;
@@ -616,8 +455,7 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     m.log_page_size = static_cast<uint8_t>(c.get(ifc::in(e, mkc::log_page_size)));
     m.octwords = static_cast<uint32_t>(c.get(ifc::in(e, mkc::translations_octword_size)));
 
-    if (!dev_.pds.pd_exists(m.pd)) {
-        c.fail(Status::BadParam, "mkey PD {} does not exist", m.pd);
+    if (!dev_.pds.pd_used_by(c, m.pd, "mkey")) {
         return;
     }
     if (!create_mode_ok(c, m, mode)) {
@@ -658,6 +496,9 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
         c.fail(Status::BadRes, "mkey index 0x{:x} does not exist", index);
         return;
     }
+    if (!c.may_touch(it->second.uid, "mkey index", index)) {
+        return;
+    }
     HCA_TRACE(dev_, obj_destroy_mkey, .key = it->second.key());
     dev_.budget.give(cost(it->second));
     mtt_entries_ -= cost(it->second);
@@ -670,6 +511,9 @@ void MkeyTable::cmd_query_mkey(CmdCtx &c) {
     auto it = mkeys_.find(index);
     if (it == mkeys_.end()) {
         c.fail(Status::BadRes, "mkey index 0x{:x} does not exist", index);
+        return;
+    }
+    if (!c.may_touch(it->second.uid, "mkey index", index)) {
         return;
     }
     const Mkey &m = it->second;

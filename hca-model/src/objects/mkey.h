@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "objects/devx.h"
 #include "objects/ids.h"
 #include "objects/xlt_table.h"
 
@@ -47,6 +48,13 @@ struct Klm {
 
 inline constexpr uint32_t kAnyQpn = 0xffffff;
 
+// A KLM list whose first entry names this "key" is a repeated block
+// (mlx5_wqe_umr_repeat_block_seg: byte_count, op 0x400, repeat_count,
+// num_ent), its entries strided (mlx5_wqe_umr_repeat_ent_seg: stride,
+// byte_count, key, address): mlx5dv_wr_mr_interleaved(). A key stores it
+// as the UMR gave it, one KLM entry per octoword.
+inline constexpr uint32_t kRepeatBlockOp = 0x400;
+
 // The null mkey (QUERY_SPECIAL_CONTEXTS, cap null_mkey): index 0, never
 // allocated. A KSM entry naming it maps nothing; an access through it page
 // faults (implicit on-demand paging: mlx5_ib zaps a KSM key's entries to it
@@ -59,6 +67,7 @@ struct Mkey {
     uint32_t pd = 0;
     uint32_t qpn = kAnyQpn;     // a bound type 2 window's QP
     uint16_t uid = 0;
+    UmemPin pin;  // a DEVX key's UMEM
     MkeyMode mode = MkeyMode::Pa;
     bool free = false;
     bool umr_en = false;
@@ -199,12 +208,15 @@ class MkeyTable {
     // An indirect key's entries given at creation (KLM or KSM).
     bool create_indirect(CmdCtx &c, Mkey &m);
     bool create_mtt(CmdCtx &c, Mkey &m);
+    bool create_mtt_umem(CmdCtx &c, Mkey &m, uint64_t pages);
     // Takes cost units of the budget for a new key's entries, or fails the
     // command with EXCEED_LIM.
     bool charge(CmdCtx &c, uint64_t cost, uint64_t entries);
     XlatError translate_mtt(const Mkey &m, uint64_t va, uint64_t len, uint8_t access, std::vector<DmaChunk> &out) const;
     XlatError translate_klm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                             std::vector<DmaChunk> &out, int depth) const;
+    XlatError translate_repeat(const Mkey &m, uint32_t pd, uint64_t off, uint64_t len, uint8_t access,
+                               std::vector<DmaChunk> &out, int depth) const;
     XlatError translate_ksm(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                             std::vector<DmaChunk> &out, int depth) const;
     XlatError translate_in(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,

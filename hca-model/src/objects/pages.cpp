@@ -54,6 +54,21 @@ std::string PageList::init(std::span<const uint8_t> pas, uint64_t npages, unsign
     return {};
 }
 
+std::string PageList::slice(const PageList &from, uint64_t off, uint64_t bytes) {
+    if (bytes == 0 || off > from.bytes_ || bytes > from.bytes_ - off) {
+        return fmt::format("0x{:x} bytes at offset 0x{:x} do not fit in its 0x{:x} bytes", bytes, off, from.bytes_);
+    }
+    const uint64_t first = from.offset_ + off;
+    const uint64_t last = first + bytes - 1;
+    charge_.reset();
+    pages_.assign(from.pages_.begin() + static_cast<ptrdiff_t>(first >> from.shift_),
+                  from.pages_.begin() + static_cast<ptrdiff_t>((last >> from.shift_) + 1));
+    shift_ = from.shift_;
+    offset_ = first & ((uint64_t{1} << shift_) - 1);
+    bytes_ = bytes;
+    return {};
+}
+
 bool load_queue_buffer(CmdCtx &c, Budget &budget, PageList &buf, const char *what, std::span<const uint8_t> pas,
                        uint64_t npages, unsigned log_page_size, uint64_t page_offset_bytes, uint64_t bytes) {
     if (std::string why = buf.init(pas, npages, log_page_size, page_offset_bytes, bytes); !why.empty()) {

@@ -30,6 +30,9 @@ class PageList {
     // bytes the queue needs.  Returns "" or why the list is unusable.
     std::string init(std::span<const uint8_t> pas, uint64_t npages, unsigned log_page_size,
                      uint64_t page_offset_bytes, uint64_t bytes);
+    // The bytes [off, off + bytes) of another list (a UMEM's) as a buffer of
+    // its own.  Returns "" or why the range does not fit.
+    std::string slice(const PageList &from, uint64_t off, uint64_t bytes);
     // Counts the entries against the device's translation budget until the
     // list (and every copy of it: MODIFY_QP works on a copy) is destroyed or
     // replaced; false (nothing charged) when the budget is spent.

@@ -6,6 +6,7 @@ namespace hca {
 
 void PdTable::reset() {
     pds_.reset();
+    pd_uids_.clear();
     xrcds_.reset();
 }
 
@@ -16,17 +17,33 @@ void PdTable::cmd_alloc_pd(CmdCtx &c) {
         c.fail(Status::NoRes, "all protection domains are in use");
         return;
     }
+    pd_uids_[*pdn] = c.uid;
     c.set(ifc::alloc_pd_out::pd, *pdn);
     HCA_TRACE(dev_, obj_alloc_pd, .pd = *pdn, .uid = c.get(ifc::alloc_pd_in::uid));
 }
 
 void PdTable::cmd_dealloc_pd(CmdCtx &c) {
     const uint32_t pdn = static_cast<uint32_t>(c.get(ifc::dealloc_pd_in::pd));
-    if (!pds_.release(pdn)) {
+    auto it = pd_uids_.find(pdn);
+    if (it == pd_uids_.end()) {
         c.fail(Status::BadRes, "PD {} does not exist", pdn);
         return;
     }
+    if (!c.may_touch(it->second, "PD", pdn)) {
+        return;
+    }
+    pd_uids_.erase(it);
+    pds_.release(pdn);
     HCA_TRACE(dev_, obj_dealloc_pd, .pd = pdn);
+}
+
+bool PdTable::pd_used_by(CmdCtx &c, uint32_t pdn, const char *what) {
+    auto it = pd_uids_.find(pdn);
+    if (it == pd_uids_.end()) {
+        c.fail(Status::BadParam, "{} PD {} does not exist", what, pdn);
+        return false;
+    }
+    return c.may_use(it->second, fmt::format("{} PD", what), pdn);
 }
 
 void PdTable::cmd_alloc_xrcd(CmdCtx &c) {

@@ -10,6 +10,7 @@
 #include "be.h"
 #include "datapath/common.h"
 #include "device.h"
+#include "ifc/mlx5_ifc_extra.h"
 
 namespace hca {
 
@@ -133,8 +134,7 @@ bool QpTable::create_qp_valid(CmdCtx &c, const Qp &qp) {
         return false;
     }
     // The UMR QP is created without a PD (hw/qp.c create_kernel_qp()).
-    if (qp.st != kQpRegUmr && !dev_.pds.pd_exists(qp.pd)) {
-        c.fail(Status::BadParam, "QP PD {} does not exist", qp.pd);
+    if (qp.st != kQpRegUmr && !dev_.pds.pd_used_by(c, qp.pd, "QP")) {
         return false;
     }
     if (qp.special() && special_qp(qp.st)) {
@@ -173,15 +173,17 @@ bool QpTable::create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *
             c.fail(Status::BadParam, "SRQ 0x{:x} does not exist", qp.srqn);
             return false;
         }
+        if (!c.may_use(srq->uid, "SRQ", qp.srqn)) {
+            return false;
+        }
     }
     if (qp.st == kQpXrc && !dev_.pds.xrcd_exists(qp.xrcd)) {
         c.fail(Status::BadParam, "XRCD {} does not exist", qp.xrcd);
         return false;
     }
     if (!qp.no_sq) {
-        snd = dev_.cqs.find(qp.cqn_snd);
+        snd = dev_.cqs.find_used_by(c, qp.cqn_snd, "send");
         if (!snd) {
-            c.fail(Status::BadParam, "send CQ 0x{:x} does not exist", qp.cqn_snd);
             return false;
         }
         if (!dev_.uars.allocated(qp.uar)) {
@@ -190,9 +192,8 @@ bool QpTable::create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *
         }
     }
     if (qp.rq_type != kRqZero && qp.cqn_rcv) {
-        rcv = dev_.cqs.find(qp.cqn_rcv);
+        rcv = dev_.cqs.find_used_by(c, qp.cqn_rcv, "receive");
         if (!rcv) {
-            c.fail(Status::BadParam, "receive CQ 0x{:x} does not exist", qp.cqn_rcv);
             return false;
         }
     } else if (qp.rq_type == kRqRegular && !qp.cqn_rcv) {
@@ -218,7 +219,19 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     const uint64_t rq_bytes = uint64_t{qp.rq_wqes()} * qp.rq_stride;
     const uint64_t bytes = rq_bytes + uint64_t{qp.sq_wqebbs()} * kWqeBb;
     qp.sq_offset = rq_bytes;
-    if (bytes) {
+    // A DEVX QP has its doorbell record and its buffer in UMEMs.
+    if (c.get(ifc::in(ifc::create_qp_in::qpc, qpc::dbr_umem_valid)) &&
+        !dev_.umems.doorbell(c,
+                             static_cast<uint32_t>(c.get(ifc::in(ifc::create_qp_in::qpc, ifc::extra::qpc_dbr_umem_id))),
+                             qp.dbr, "QP", qp.dbr, qp.pins[0])) {
+        return;
+    }
+    if (bytes && c.get(ifc::create_qp_in::wq_umem_valid)) {
+        if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::create_qp_in::wq_umem_id)),
+                               c.get(ifc::create_qp_in::wq_umem_offset), bytes, "QP", qp.buf, qp.pins[1])) {
+            return;
+        }
+    } else if (bytes) {
         const uint64_t offset_bytes = PageList::offset_bytes(qp.page_offset, qp.log_page_size);
         const auto pas = c.in_block(ifc::create_qp_in::pas);
         if (!load_queue_buffer(c, dev_.budget, qp.buf, "QP", pas, pas.size() / 8, qp.log_page_size, offset_bytes,
@@ -279,11 +292,20 @@ void QpTable::release(Qp &qp) {
     }
 }
 
-void QpTable::cmd_destroy_qp(CmdCtx &c) {
-    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::destroy_qp_in::qpn));
+Qp *QpTable::find_qp_for(CmdCtx &c, uint32_t qpn) {
     Qp *qp = find_qp(qpn);
     if (!qp) {
         c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
+    } else if (!c.may_touch(qp->uid, "QP", qpn)) {
+        qp = nullptr;
+    }
+    return qp;
+}
+
+void QpTable::cmd_destroy_qp(CmdCtx &c) {
+    const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::destroy_qp_in::qpn));
+    Qp *qp = find_qp_for(c, qpn);
+    if (!qp) {
         return;
     }
     HCA_TRACE(dev_, obj_destroy_qp, .qpn = qpn, .type = qp_type_name(qp->st), .state = qp_state_name(qp->state),
@@ -295,9 +317,8 @@ void QpTable::cmd_destroy_qp(CmdCtx &c) {
 
 void QpTable::cmd_query_qp(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::query_qp_in::qpn));
-    Qp *qp = find_qp(qpn);
+    Qp *qp = find_qp_for(c, qpn);
     if (!qp) {
-        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     const ifc::Block ctx = ifc::query_qp_out::qpc;
@@ -492,9 +513,8 @@ void QpTable::flush_rq(Qp &qp) {
 
 void QpTable::cmd_attach_mcg(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::attach_to_mcg_in::qpn));
-    Qp *qp = find_qp(qpn);
+    Qp *qp = find_qp_for(c, qpn);
     if (!qp) {
-        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     if (qp->st != kQpUd) {
@@ -524,11 +544,10 @@ void QpTable::cmd_attach_mcg(CmdCtx &c) {
 
 void QpTable::cmd_detach_mcg(CmdCtx &c) {
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::detach_from_mcg_in::qpn));
-    Qp *qp = find_qp(qpn);
+    Qp *qp = find_qp_for(c, qpn);
     iba::Gid g{};
     std::memcpy(g.data(), c.in_block(ifc::detach_from_mcg_in::multicast_gid).data(), 16);
     if (!qp) {
-        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
         return;
     }
     auto it = mcgs_.find(g);

@@ -24,6 +24,7 @@
 #include "datapath/wqe.h"
 #include "iba/packet.h"
 #include "ifc/field.h"
+#include "objects/devx.h"
 #include "objects/ids.h"
 #include "objects/mkey.h"
 #include "objects/pages.h"
@@ -126,6 +127,7 @@ struct Qp {
     QpState state = QpState::Rst;
     uint32_t pd = 0;
     uint16_t uid = 0;
+    UmemPin pins[2];  // a DEVX QP's doorbell and buffer UMEMs
     uint32_t user_index = 0;
     uint32_t cqn_snd = 0;
     uint32_t cqn_rcv = 0;
@@ -220,6 +222,9 @@ class QpTable {
     Qp *find(uint32_t qpn);
     // The QP the QP commands name: not a DCT.
     Qp *find_qp(uint32_t qpn);
+    // The QP a command acts on: null, with the command failed (BAD_RES, or
+    // BAD_PARAM for another user context's), when there is none.
+    Qp *find_qp_for(CmdCtx &c, uint32_t qpn);
     // The HW QP that receives packets for IB QPN 0 / 1 of the port.
     Qp *special_qp(uint8_t st);
     size_t count() const { return qps_.size(); }

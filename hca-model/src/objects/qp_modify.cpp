@@ -233,9 +233,12 @@ void QpTable::cmd_modify_qp(CmdCtx &c) {
         }
     }
     const uint32_t qpn = static_cast<uint32_t>(c.get(ifc::rst2init_qp_in::qpn));
-    Qp *qp = find_qp(qpn);
-    if (!t || !qp) {
-        c.fail(Status::BadRes, "QP 0x{:x} does not exist", qpn);
+    Qp *qp = find_qp_for(c, qpn);
+    if (!qp) {
+        return;
+    }
+    if (!t) {
+        c.fail(Status::BadOp, "opcode 0x{:x} is not a QP transition", c.opcode);
         return;
     }
     if (t->from >= 0 && int(qp->state) != t->from) {

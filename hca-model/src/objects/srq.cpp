@@ -62,7 +62,8 @@ std::optional<uint16_t> SrqTable::take(Srq &s) {
     return index;
 }
 
-bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, ifc::Field out_field) {
+bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, ifc::Field out_field,
+                             std::optional<ifc::Block> wq) {
     const uint64_t max_log = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_srq_sz);
     if (s.log_size > max_log) {
         c.fail(Status::BadParam, "SRQ log size {} exceeds log_max_srq_sz {}", s.log_size, max_log);
@@ -72,8 +73,7 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         c.fail(Status::BadParam, "SRQ WQE stride {} outside 16..max_wqe_sz_rq", s.stride);
         return false;
     }
-    if (!dev_.pds.pd_exists(s.pd)) {
-        c.fail(Status::BadParam, "SRQ PD {} does not exist", s.pd);
+    if (!dev_.pds.pd_used_by(c, s.pd, "SRQ")) {
         return false;
     }
     if (s.kind != Srq::Kind::Rmp && !dev_.pds.xrcd_exists(s.xrcd)) {
@@ -82,9 +82,8 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
     }
     Cq *cq = nullptr;
     if (s.kind == Srq::Kind::XrcSrq || (s.kind == Srq::Kind::Srq && s.cqn)) {
-        cq = dev_.cqs.find(s.cqn);
+        cq = dev_.cqs.find_used_by(c, s.cqn, "SRQ");
         if (!cq) {
-            c.fail(Status::BadParam, "SRQ CQ 0x{:x} does not exist", s.cqn);
             return false;
         }
     }
@@ -92,10 +91,23 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         c.fail(Status::BadParam, "SRQ doorbell record 0x{:x} is not aligned", s.dbr);
         return false;
     }
-    const uint64_t offset_bytes = PageList::offset_bytes(s.page_offset, s.log_page_size);
-    if (!load_queue_buffer(c, dev_.budget, s.buf, "SRQ", pas, pas.size() / 8, s.log_page_size, offset_bytes,
-                           uint64_t{s.stride} << s.log_size)) {
+    const uint64_t bytes = uint64_t{s.stride} << s.log_size;
+    if (wq && c.get(ifc::in(*wq, ifc::wq::dbr_umem_valid)) &&
+        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::dbr_umem_id))), s.dbr, "SRQ", s.dbr,
+                             s.pins[0])) {
         return false;
+    }
+    if (wq && c.get(ifc::in(*wq, ifc::wq::wq_umem_valid))) {
+        if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::wq_umem_id))),
+                               c.get(ifc::in(*wq, ifc::wq::wq_umem_offset)), bytes, "SRQ", s.buf, s.pins[1])) {
+            return false;
+        }
+    } else {
+        const uint64_t offset_bytes = PageList::offset_bytes(s.page_offset, s.log_page_size);
+        if (!load_queue_buffer(c, dev_.budget, s.buf, "SRQ", pas, pas.size() / 8, s.log_page_size, offset_bytes,
+                               bytes)) {
+            return false;
+        }
     }
     auto srqn = ids_.alloc();
     if (!srqn || srqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_srq))) {
@@ -120,6 +132,9 @@ Srq *SrqTable::lookup(CmdCtx &c, uint32_t srqn, Srq::Kind kind) {
     Srq *s = find(srqn);
     if (!s || s->kind != kind) {
         c.fail(Status::BadRes, "{} 0x{:x} does not exist", srq_kind_name(kind), srqn);
+        return nullptr;
+    }
+    if (!c.may_touch(s->uid, srq_kind_name(kind), srqn)) {
         return nullptr;
     }
     return s;
@@ -173,7 +188,7 @@ void SrqTable::cmd_create_rmp(CmdCtx &c) {
     s.page_offset = static_cast<uint32_t>(c.get(ifc::in(wq, ifc::wq::page_offset)));
     s.lwm = static_cast<uint16_t>(c.get(ifc::in(wq, ifc::wq::lwm)));
     s.uid = static_cast<uint16_t>(c.get(ifc::create_rmp_in::uid));
-    finish_create(c, s, c.in_block(ifc::in(wq, ifc::wq::pas)), ifc::create_rmp_out::rmpn);
+    finish_create(c, s, c.in_block(ifc::in(wq, ifc::wq::pas)), ifc::create_rmp_out::rmpn, wq);
 }
 
 void SrqTable::cmd_destroy_rmp(CmdCtx &c) {
@@ -227,6 +242,10 @@ void SrqTable::cmd_create_xrc_srq(CmdCtx &c) {
     s.dbr = c.get(ifc::in(ctx, xrc_srqc::db_record_addr_h)) << 32 |
             c.get(ifc::in(ctx, xrc_srqc::db_record_addr_l)) << 2;
     s.uid = static_cast<uint16_t>(c.get(ifc::create_xrc_srq_in::uid));
+    if (c.get(ifc::create_xrc_srq_in::xrc_srq_umem_valid)) {
+        c.fail(Status::BadParam, "an XRC SRQ in a UMEM is not supported");
+        return;
+    }
     finish_create(c, s, c.in_block(ifc::create_xrc_srq_in::pas), ifc::create_xrc_srq_out::xrc_srqn);
 }
 

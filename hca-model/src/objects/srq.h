@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ifc/field.h"
+#include "objects/devx.h"
 #include "objects/ids.h"
 #include "objects/pages.h"
 
@@ -32,6 +33,7 @@ struct Srq {
     uint32_t cqn = 0;     // XRC SRQs: their receive CQ
     uint32_t user_index = 0;
     uint16_t uid = 0;
+    UmemPin pins[2];  // a DEVX RMP's doorbell and buffer UMEMs
     uint64_t dbr = 0;
     uint8_t log_page_size = 0;
     uint32_t page_offset = 0;
@@ -80,7 +82,9 @@ class SrqTable {
     std::string info() const;
 
   private:
-    bool finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, ifc::Field out_field);
+    // wq: the RMP's wq context, whose UMEMs DEVX may name instead of pas.
+    bool finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, ifc::Field out_field,
+                       std::optional<ifc::Block> wq = std::nullopt);
     void destroy(CmdCtx &c, uint32_t srqn, Srq::Kind kind);
     Srq *lookup(CmdCtx &c, uint32_t srqn, Srq::Kind kind);
     void arm(CmdCtx &c, uint32_t srqn, Srq::Kind kind, uint16_t lwm);
