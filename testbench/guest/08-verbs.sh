@@ -74,6 +74,15 @@ rc=$?
 cat /tmp/dc.txt
 check "DC (DCI and DCT) across the fabric: the program passed (exit $rc)" test "$rc" = 0
 barrier dc 60
+# DEVX ownership (py/devx_isolation.py): a second process names the first
+# one's PD, CQ and UMEM in raw DEVX commands and is refused by the device;
+# the same commands naming its own objects succeed.
+if [ "$me" = 0 ]; then
+    python3 /hcasim/py/devx_isolation.py > /tmp/devx.txt 2>&1
+    rc=$?
+    cat /tmp/devx.txt
+    check "DEVX: one process cannot build on another's objects (exit $rc)" test "$rc" = 0
+fi
 # ibv_xsrq_pingpong has no data-check option (its -c is a client count); it
 # checks for "success". Its send QP asks for -n send WRs, and libmlx5 sizes
 # an XRC send WQE at 256 bytes (ctrl + room for a memory-window bind), so a
