@@ -198,7 +198,7 @@ TEST_CASE("user contexts: distinct uids, unknown uids refused, capabilities and 
     CHECK(b.dev.umems.count() == 0);
 }
 
-TEST_CASE("UMEMs: created for a user context, busy while a CQ uses them, bounded", "[devx]") {
+TEST_CASE("UMEMs: created for a user context, busy while a CQ or RMP uses them, bounded", "[devx]") {
     Bench b;
     Driver d(b);
     d.bring_up();
@@ -227,6 +227,31 @@ TEST_CASE("UMEMs: created for a user context, busy while a CQ uses them, bounded
     CHECK(cmd_on(d, hca::kOpDestroyCq, ifc::destroy_cq_in::cqn, cq.cqn, u) == 0);
     CHECK(destroy_umem(d, u, m.id) == 0);
     CHECK(destroy_umem(d, u, m.id) == 0x05);
+
+    // An RMP in a UMEM: its 4-byte doorbell record 4-byte aligned.
+    const uint32_t pd = alloc_pd_as(d, u);
+    const Umem w = create_umem(d, u, 2);
+    auto rmp = [&](uint64_t dbr_off) {
+        auto box = Driver::inbox(hca::kOpCreateRmp, 0, ifc::create_rmp_in::size_bytes);
+        const auto wq = ifc::in(ifc::create_rmp_in::ctx, ifc::rmpc::wq);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::log_wq_sz), 6);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::log_wq_stride), 6);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::pd), pd);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::wq_umem_valid), 1);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::wq_umem_id), w.id);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::dbr_umem_valid), 1);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::dbr_umem_id), w.id);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::dbr_addr), dbr_off);
+        return exec_as(d, box, u);
+    };
+    CHECK(rmp(4096 + 2).status == 0x03);
+    const auto made = rmp(4096 + 4);
+    REQUIRE(made.status == 0);
+    CHECK(destroy_umem(d, u, w.id) == 0x06);
+    CHECK(cmd_on(d, hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn,
+                 static_cast<uint32_t>(made.get(ifc::create_rmp_out::rmpn)), u) == 0);
+    CHECK(destroy_umem(d, u, w.id) == 0);
+    CHECK(cmd_on(d, hca::kOpDeallocPd, ifc::dealloc_pd_in::pd, pd, u) == 0);
     CHECK(destroy_uctx(d, u) == 0);
 }
 

@@ -83,8 +83,8 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     }
     // A DEVX CQ has its doorbell record and its buffer in UMEMs.
     if (c.get(ifc::in(ctx, cqc::dbr_umem_valid)) &&
-        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(ctx, ifc::extra::cqc_dbr_umem_id))), cq.dbr, "CQ",
-                             cq.dbr, cq.pins[0])) {
+        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(ctx, ifc::extra::cqc_dbr_umem_id))), cq.dbr, 8,
+                             "CQ", cq.dbr, cq.pins[0])) {
         return;
     }
     const uint64_t bytes = uint64_t{cq.stride} << cq.log_size;

@@ -142,15 +142,17 @@ bool UmemTable::buffer(CmdCtx &c, uint32_t id, uint64_t offset, uint64_t bytes, 
     return true;
 }
 
-bool UmemTable::doorbell(CmdCtx &c, uint32_t id, uint64_t offset, const char *what, uint64_t &addr, UmemPin &pin) {
+bool UmemTable::doorbell(CmdCtx &c, uint32_t id, uint64_t offset, unsigned bytes, const char *what, uint64_t &addr,
+                         UmemPin &pin) {
     Umem *m = find_for(c, id, what);
     if (!m) {
         return false;
     }
-    if (offset & 7 || offset >= m->pages.bytes() || m->pages.bytes() - offset < 8 || m->pages.run(offset) < 8) {
+    if (offset % bytes || offset >= m->pages.bytes() || m->pages.bytes() - offset < bytes ||
+        m->pages.run(offset) < bytes) {
         c.fail(Status::BadParam,
-               "{} doorbell record at offset 0x{:x} of UMEM {} ({} bytes) is not 8 aligned bytes in it", what, offset,
-               id, m->pages.bytes());
+               "{} doorbell record at offset 0x{:x} of UMEM {} ({} bytes) is not {} aligned bytes in it", what, offset,
+               id, m->pages.bytes(), bytes);
         return false;
     }
     addr = m->pages.addr(offset);

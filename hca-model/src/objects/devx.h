@@ -58,8 +58,10 @@ class UmemTable {
     // when the UMEM does not exist, is not the command's to use or is too
     // short.
     bool buffer(CmdCtx &c, uint32_t id, uint64_t offset, uint64_t bytes, const char *what, PageList &out, UmemPin &pin);
-    // The guest address of an 8-byte doorbell record at offset of UMEM id.
-    bool doorbell(CmdCtx &c, uint32_t id, uint64_t offset, const char *what, uint64_t &addr, UmemPin &pin);
+    // The guest address of a doorbell record of bytes (8: a CQ's or QP's,
+    // 4: an SRQ's) at offset of UMEM id, aligned to its size.
+    bool doorbell(CmdCtx &c, uint32_t id, uint64_t offset, unsigned bytes, const char *what, uint64_t &addr,
+                  UmemPin &pin);
     std::string info() const;
 
   private:

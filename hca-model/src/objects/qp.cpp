@@ -223,7 +223,7 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     if (c.get(ifc::in(ifc::create_qp_in::qpc, qpc::dbr_umem_valid)) &&
         !dev_.umems.doorbell(c,
                              static_cast<uint32_t>(c.get(ifc::in(ifc::create_qp_in::qpc, ifc::extra::qpc_dbr_umem_id))),
-                             qp.dbr, "QP", qp.dbr, qp.pins[0])) {
+                             qp.dbr, 8, "QP", qp.dbr, qp.pins[0])) {
         return;
     }
     if (bytes && c.get(ifc::create_qp_in::wq_umem_valid)) {

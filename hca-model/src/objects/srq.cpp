@@ -93,8 +93,8 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
     }
     const uint64_t bytes = uint64_t{s.stride} << s.log_size;
     if (wq && c.get(ifc::in(*wq, ifc::wq::dbr_umem_valid)) &&
-        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::dbr_umem_id))), s.dbr, "SRQ", s.dbr,
-                             s.pins[0])) {
+        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::dbr_umem_id))), s.dbr, 4, "SRQ",
+                             s.dbr, s.pins[0])) {
         return false;
     }
     if (wq && c.get(ifc::in(*wq, ifc::wq::wq_umem_valid))) {
