@@ -4,10 +4,6 @@
 # RDMA-CM tests: every test must have the outcome py/rdma-core-expected.<image>.txt
 # gives it (pass, skip for a named reason, or a known suite defect); one
 # check per test expected to pass.
-# test_cq.test_resize_cq shrinks a CQ below its unpolled CQEs on purpose and
-# expects EINVAL: the device answers MODIFY_CQ with BAD_PARAM, which
-# mlx5_core logs (as it would on hardware).
-MLX5_EXPECTED="$MLX5_EXPECTED|MODIFY_CQ\(0x403\) op_mod\(0x1\) failed, status bad parameter"
 check "modprobe mlx5_ib ib_uverbs rdma_ucm ib_ipoib" modprobe -a mlx5_ib ib_umad ib_uverbs rdma_ucm ib_ipoib
 check "port ACTIVE" wait_port_active 120
 ip addr add 192.168.77.1/24 dev ib0

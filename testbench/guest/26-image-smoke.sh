@@ -6,9 +6,6 @@
 # Probe, an Active port, IPoIB (its offloads, a hashed TCP transfer), RC/UD/SRQ pingpongs with data checks, an
 # RDMA WRITE bandwidth run and a representative part of the image's own
 # rdma-core test suite against that image's expected outcomes.
-# test_cq.test_resize_cq shrinks a CQ below its unpolled CQEs on purpose
-# (09-rdma-core says more).
-MLX5_EXPECTED="$MLX5_EXPECTED|MODIFY_CQ\(0x403\) op_mod\(0x1\) failed, status bad parameter"
 me=$HCASIM_NODE
 peerip=192.168.77.$((2 - me))
 read -r _ _ _ key image < /hcasim/image-manifest.txt  # "hcasim guest image KEY NAME"
