@@ -180,6 +180,15 @@ TEST_CASE("user contexts: distinct uids, unknown uids refused, capabilities and 
     CHECK(exec_as(d, Driver::inbox(hca::kOpAllocPd, 0, 16), hca::kSharedUid).status == 0);
     CHECK(exec_as(d, Driver::inbox(hca::kOpAllocPd, 0, 16), 0x1234).status == 0x03);
 
+    // DEVX programs read a capability page with as long an outbox as they
+    // need (rdma-core's tests: 16 + 2048 bytes), at least one layout.
+    auto q = Driver::inbox(hca::kOpQueryHcaCap, 1, 16);
+    auto cap = exec_as(d, q, u1, 16 + 2048);
+    CHECK(cap.status == 0);
+    CHECK(cap.get(ifc::in(ifc::query_hca_cap_out::capability, ifc::cmd_hca_cap::log_max_uctx)) == 10);
+    CHECK(exec_as(d, q, u1, 16 + ifc::cmd_hca_cap::size_bytes).status == 0);
+    CHECK(exec_as(d, q, u1, 16 + ifc::cmd_hca_cap::size_bytes - 8).status == 0x51);  // BAD_OUTPUT_LEN
+
     // No capability bits are offered (uctx_cap 0).
     uint8_t st = 0;
     create_uctx(d, 1, &st);

@@ -18,8 +18,11 @@ struct CommandDesc {
     HcaState state;    // lowest HCA state the command is valid in
 };
 
-#define CMD(op, in, out, state, call) \
-    CommandDesc { op, [](Device &d, CmdCtx &c) { call; }, ifc::in::fixed_bytes, ifc::out::fixed_bytes, state }
+#define CMD_OUT(op, in, min_out, state, call)                                        \
+    CommandDesc {                                                                    \
+        op, [](Device &d, CmdCtx &c) { call; }, ifc::in::fixed_bytes, min_out, state \
+    }
+#define CMD(op, in, out, state, call) CMD_OUT(op, in, ifc::out::fixed_bytes, state, call)
 
 constexpr auto E = HcaState::Enabled;
 constexpr auto I = HcaState::Initialized;
@@ -32,7 +35,9 @@ const CommandDesc kCommands[] = {
     CMD(kOpSetIssi, set_issi_in, set_issi_out, E, d.fw.set_issi(c)),
     CMD(kOpQueryPages, query_pages_in, query_pages_out, E, d.fw.query_pages(c)),
     CMD(kOpManagePages, manage_pages_in, manage_pages_out, E, d.fw.manage_pages(c)),
-    CMD(kOpQueryHcaCap, query_hca_cap_in, query_hca_cap_out, E, d.fw.query_hca_cap(c)),
+    // The kernel reads the whole 4 KiB union; DEVX programs (rdma-core's
+    // tests) ask for as much as they read, at least a capability layout.
+    CMD_OUT(kOpQueryHcaCap, query_hca_cap_in, 16 + ifc::cmd_hca_cap::size_bytes, E, d.fw.query_hca_cap(c)),
     CMD(kOpSetHcaCap, set_hca_cap_in, set_hca_cap_out, E, d.fw.set_hca_cap(c)),
     CMD(kOpInitHca, init_hca_in, init_hca_out, E, d.fw.init_hca(c)),
     CMD(kOpTeardownHca, teardown_hca_in, teardown_hca_out, I, d.fw.teardown_hca(c)),
@@ -105,6 +110,7 @@ const CommandDesc kCommands[] = {
 };
 
 #undef CMD
+#undef CMD_OUT
 
 const char *state_name(HcaState s) {
     switch (s) {
