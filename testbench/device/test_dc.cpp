@@ -331,21 +331,15 @@ TEST_CASE("DC: the DCT's Q counter set counts connections (rx_dct_connect)", "[d
     const auto dctn = static_cast<uint32_t>(r.get(ifc::create_dct_out::dctn));
     // Three bursts of one WRITE each: three connections (a DCI with nothing
     // outstanding disconnects); two WRITEs rung together: one more.
+    const Driver::SendWr write{
+        .opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, p.a.mr.iova, 8}}, .raddr = p.b.mr.iova, .rkey = p.b.mr.key};
     for (int i = 0; i < 3; ++i) {
-        post_dc(p.a, p.dci, 2, dctn, kKey,
-                {.opcode = hca::kWqeRdmaWrite,
-                 .sges = {{p.a.mr.key, p.a.mr.iova, 8}},
-                 .raddr = p.b.mr.iova,
-                 .rkey = p.b.mr.key});
+        post_dc(p.a, p.dci, 2, dctn, kKey, write);
         p.w.pump();
     }
     p.a.d.run_on_doorbell = false;
     for (int i = 0; i < 2; ++i) {
-        post_dc(p.a, p.dci, 2, dctn, kKey,
-                {.opcode = hca::kWqeRdmaWrite,
-                 .sges = {{p.a.mr.key, p.a.mr.iova, 8}},
-                 .raddr = p.b.mr.iova,
-                 .rkey = p.b.mr.key});
+        post_dc(p.a, p.dci, 2, dctn, kKey, write);
     }
     p.w.pump();
     auto q = Driver::inbox(hca::kOpQueryQCounter, 0, ifc::query_q_counter_in::size_bytes);

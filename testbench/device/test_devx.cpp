@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "expect.h"
+#include "ifc/mlx5_ifc_extra.h"
 #include "pair.h"
 
 using namespace hcatest;
@@ -80,13 +81,6 @@ uint32_t alloc_pd_as(Driver &d, uint16_t uid) {
     return static_cast<uint32_t>(r.get(ifc::alloc_pd_out::pd));
 }
 
-constexpr ifc::Field kCqUmemOffset{0x280, 64};
-constexpr ifc::Field kCqUmemId{0x2c0, 32};
-constexpr ifc::Field kCqcDbrUmemId{0x20, 32};
-constexpr ifc::Field kQpcDbrUmemId{0x720, 32};
-constexpr ifc::Field kMkeyUmemId{0x320, 32};
-constexpr ifc::Field kMkeyUmemOffset{0x340, 64};
-
 // A CQ of 2^log 64-byte CQEs at offset 0 of umem, its doorbell record at
 // dbr_off, created the way DEVX passes it on: no page list, the UMEMs named.
 CqHandle create_devx_cq(Driver &d, uint16_t uid, const Umem &u, uint64_t dbr_off, unsigned log, uint32_t eqn,
@@ -107,11 +101,11 @@ CqHandle create_devx_cq(Driver &d, uint16_t uid, const Umem &u, uint64_t dbr_off
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::uar_page), uar);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), eqn);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::dbr_umem_valid), 1);
-    ifc::set(in.data(), ifc::in(ctx, kCqcDbrUmemId), u.id);
+    ifc::set(in.data(), ifc::in(ctx, ifc::extra::cqc_dbr_umem_id), u.id);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::dbr_addr), dbr_off);
     ifc::set(in.data(), ifc::create_cq_in::cq_umem_valid, 1);
-    ifc::set(in.data(), kCqUmemId, u.id);
-    ifc::set(in.data(), kCqUmemOffset, 0);
+    ifc::set(in.data(), ifc::extra::cq_umem_id, u.id);
+    ifc::set(in.data(), ifc::extra::cq_umem_offset, 0);
     auto r = exec_as(d, in, uid);
     expect_ok(r, res);
     cq.cqn = static_cast<uint32_t>(r.get(ifc::create_cq_out::cqn));
@@ -144,7 +138,7 @@ QpHandle create_devx_qp(Driver &d, uint16_t uid, const Umem &u, uint64_t wq_off,
     ifc::set(in.data(), ifc::in(ctx, ifc::qpc::cqn_rcv), cqn);
     ifc::set(in.data(), ifc::in(ctx, ifc::qpc::uar_page), uar);
     ifc::set(in.data(), ifc::in(ctx, ifc::qpc::dbr_umem_valid), 1);
-    ifc::set(in.data(), ifc::in(ctx, kQpcDbrUmemId), u.id);
+    ifc::set(in.data(), ifc::in(ctx, ifc::extra::qpc_dbr_umem_id), u.id);
     ifc::set(in.data(), ifc::in(ctx, ifc::qpc::dbr_addr), dbr_off);
     ifc::set(in.data(), ifc::create_qp_in::wq_umem_valid, 1);
     ifc::set(in.data(), ifc::create_qp_in::wq_umem_id, u.id);
@@ -330,8 +324,8 @@ TEST_CASE("a DEVX CQ and QP in UMEMs carry RC traffic both ways", "[devx]") {
     ifc::set(in.data(), ifc::in(e, ifc::mkc::len), 4096);
     ifc::set(in.data(), ifc::in(e, ifc::mkc::log_page_size), 12);
     ifc::set(in.data(), ifc::create_mkey_in::mkey_umem_valid, 1);
-    ifc::set(in.data(), kMkeyUmemId, m.id);
-    ifc::set(in.data(), kMkeyUmemOffset, 4096);
+    ifc::set(in.data(), ifc::extra::mkey_umem_id, m.id);
+    ifc::set(in.data(), ifc::extra::mkey_umem_offset, 4096);
     auto mk = exec_as(d, in, u);
     REQUIRE(mk.status == 0);
     const auto *umkey = bb.dev.mkeys.find(static_cast<uint32_t>(mk.get(ifc::create_mkey_out::mkey_index)) << 8);

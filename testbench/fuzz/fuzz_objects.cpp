@@ -14,6 +14,7 @@
 
 #include "fuzz_input.h"
 #include "fuzz_world.h"
+#include "ifc/mlx5_ifc_extra.h"
 
 using namespace hcatest;
 using hcafuzz::Input;
@@ -357,11 +358,11 @@ void devx_cmd(World &x, Input &in) {
             ifc::set(box.data(), ifc::in(ctx, ifc::cqc::uar_page), x.uar);
             ifc::set(box.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), pick(in, x.eqs));
             ifc::set(box.data(), ifc::in(ctx, ifc::cqc::dbr_umem_valid), in.u8() < 230);
-            ifc::set(box.data(), ifc::in(ctx, ifc::Field{0x20, 32}), pick(in, x.umems));  // dbr_umem_id
+            ifc::set(box.data(), ifc::in(ctx, ifc::extra::cqc_dbr_umem_id), pick(in, x.umems));
             ifc::set(box.data(), ifc::in(ctx, ifc::cqc::dbr_addr), in.u8() < 200 ? (in.u8() % 64) * 64 : in.u64());
             ifc::set(box.data(), ifc::create_cq_in::cq_umem_valid, in.u8() < 230);
-            ifc::set(box.data(), ifc::Field{0x2c0, 32}, pick(in, x.umems));  // cq_umem_id
-            ifc::set(box.data(), ifc::Field{0x280, 64}, in.u8() < 200 ? (in.u8() % 8) * 4096 : in.u64());
+            ifc::set(box.data(), ifc::extra::cq_umem_id, pick(in, x.umems));
+            ifc::set(box.data(), ifc::extra::cq_umem_offset, in.u8() < 200 ? (in.u8() % 8) * 4096 : in.u64());
             auto r = run(x, in, box);
             if (ok(r)) {
                 x.cqs.push_back(static_cast<uint32_t>(r.get(ifc::create_cq_out::cqn)));
@@ -382,7 +383,7 @@ void devx_cmd(World &x, Input &in) {
             ifc::set(box.data(), ifc::in(ctx, ifc::qpc::cqn_rcv), pick(in, x.cqs));
             ifc::set(box.data(), ifc::in(ctx, ifc::qpc::uar_page), x.uar);
             ifc::set(box.data(), ifc::in(ctx, ifc::qpc::dbr_umem_valid), in.u8() < 230);
-            ifc::set(box.data(), ifc::in(ctx, ifc::Field{0x720, 32}), pick(in, x.umems));  // dbr_umem_id
+            ifc::set(box.data(), ifc::in(ctx, ifc::extra::qpc_dbr_umem_id), pick(in, x.umems));
             ifc::set(box.data(), ifc::in(ctx, ifc::qpc::dbr_addr), in.u8() < 200 ? (in.u8() % 64) * 64 : in.u64());
             ifc::set(box.data(), ifc::create_qp_in::wq_umem_valid, in.u8() < 230);
             ifc::set(box.data(), ifc::create_qp_in::wq_umem_id, pick(in, x.umems));

@@ -61,19 +61,21 @@ struct CmdCtx {
     // The command may act on (destroy, modify, query, arm) object n of kind
     // what, created with obj_uid: its own, or any when it comes from the
     // kernel (uid 0). If not, the command fails (BAD_PARAM, the owner named).
-    bool may_touch(uint16_t obj_uid, std::string_view what, uint32_t n) {
-        return owner_ok(uid == 0 || uid == obj_uid, obj_uid, what, n);
+    // role, if any, says which of the object's references it is ("send" CQ).
+    bool may_touch(uint16_t obj_uid, std::string_view what, uint32_t n, std::string_view role = {}) {
+        return owner_ok(uid == 0 || uid == obj_uid, obj_uid, what, n, role);
     }
     // The object it creates may name (use) it: also the kernel's (0) and the
     // shared ones (0xffff), as mlx5_ib's own XRC domains and SRQs under a
     // user's XRC QP, or the completion EQs.
-    bool may_use(uint16_t obj_uid, std::string_view what, uint32_t n) {
-        return owner_ok(uid == 0 || uid == obj_uid || obj_uid == 0 || obj_uid == kSharedUid, obj_uid, what, n);
+    bool may_use(uint16_t obj_uid, std::string_view what, uint32_t n, std::string_view role = {}) {
+        return owner_ok(uid == 0 || uid == obj_uid || obj_uid == 0 || obj_uid == kSharedUid, obj_uid, what, n, role);
     }
 
-    bool owner_ok(bool ok, uint16_t obj_uid, std::string_view what, uint32_t n) {
+    bool owner_ok(bool ok, uint16_t obj_uid, std::string_view what, uint32_t n, std::string_view role) {
         if (!ok) {
-            fail(Status::BadParam, "{} 0x{:x} belongs to user context {}, not {}", what, n, obj_uid, uid);
+            fail(Status::BadParam, "{}{}{} 0x{:x} belongs to user context {}, not {}", role, role.empty() ? "" : " ",
+                 what, n, obj_uid, uid);
         }
         return ok;
     }

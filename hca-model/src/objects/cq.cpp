@@ -36,7 +36,7 @@ Cq *CqTable::find_used_by(CmdCtx &c, uint32_t cqn, const char *what) {
     Cq *cq = find(cqn);
     if (!cq) {
         c.fail(Status::BadParam, "{} CQ 0x{:x} does not exist", what, cqn);
-    } else if (!c.may_use(cq->uid, fmt::format("{} CQ", what), cqn)) {
+    } else if (!c.may_use(cq->uid, "CQ", cqn, what)) {
         cq = nullptr;
     }
     return cq;

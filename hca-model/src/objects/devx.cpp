@@ -118,7 +118,7 @@ UmemTable::Umem *UmemTable::find_for(CmdCtx &c, uint32_t id, const char *what) {
         c.fail(Status::BadParam, "{}: UMEM {} does not exist", what, id);
         return nullptr;
     }
-    if (!c.may_touch(it->second.uid, fmt::format("{}: UMEM", what), id)) {
+    if (!c.may_touch(it->second.uid, "UMEM", id, what)) {
         return nullptr;
     }
     return &it->second;

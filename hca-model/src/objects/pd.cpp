@@ -43,7 +43,7 @@ bool PdTable::pd_used_by(CmdCtx &c, uint32_t pdn, const char *what) {
         c.fail(Status::BadParam, "{} PD {} does not exist", what, pdn);
         return false;
     }
-    return c.may_use(it->second, fmt::format("{} PD", what), pdn);
+    return c.may_use(it->second, "PD", pdn, what);
 }
 
 void PdTable::cmd_alloc_xrcd(CmdCtx &c) {
