@@ -70,6 +70,9 @@ constexpr uint16_t kOpcodes[] = {
     hca::kOpDestroyUctx,
     hca::kOpCreateUmem,
     hca::kOpDestroyUmem,
+    hca::kOpCreateXrq,
+    hca::kOpDestroyXrq,
+    hca::kOpQueryXrq,
 };
 
 }  // namespace

@@ -35,7 +35,8 @@ struct World {
     bool dirty = false;  // the input changed the HCA itself: reset the device
     // Objects the current input created, by kind; destroyed afterwards in
     // dependency order (QPs first).
-    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, dcts, srqs, xsrqs, rmps, uars, uctxs, umems;
+    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, dcts, srqs, xsrqs, rmps, xrqs, uars, uctxs,
+        umems;
     std::vector<std::pair<uint64_t, uint32_t>> memics;  // device memory: BAR0 address, bytes
 
     void setup() {
@@ -184,7 +185,7 @@ void create_qp(World &x, Input &in) {
                                          hca::kQpQp0, hca::kQpQp1, hca::kQpRegUmr, 0x5};
     const uint8_t st = in.pick(kTypes);
     const uint8_t rq_type = in.u8() % 4 == 0 ? in.u8() % 4 : (st == hca::kQpXrc ? 1 : 0);
-    const uint32_t srqn = pick(in, rq_type == 1 ? (in.flag() ? x.srqs : x.rmps) : x.srqs);
+    const uint32_t srqn = pick(in, rq_type == 1 ? (in.flag() ? x.srqs : in.flag() ? x.xrqs : x.rmps) : x.srqs);
     const uint32_t xrcd = pick(in, x.xrcds);
     const uint32_t pd = pick(in, x.pds);
     const uint32_t scq = pick(in, x.cqs);
@@ -239,7 +240,7 @@ void modify_qp(World &x, Input &in) {
 }
 
 void create_srq(World &x, Input &in) {
-    const unsigned kind = in.pick(3);  // SRQ, XRC SRQ, RMP
+    const unsigned kind = in.pick(4);  // SRQ, XRC SRQ, RMP, XRQ
     const unsigned log = in.u8() % 8;
     const size_t n = ((size_t{1} << log) * 64 + 4095) / 4096;
     const uint64_t dbr = in.u8() < 240 ? x.b.host.alloc(64, 64) : in.u64();
@@ -265,6 +266,24 @@ void create_srq(World &x, Input &in) {
         ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::pd), pick(in, x.pds));
         ifc::set(box.data(), ifc::in(c, ifc::xrc_srqc::db_record_addr_l), (dbr & 0xffffffff) >> 2);
         pages(x, box, ifc::create_xrc_srq_in::size_bytes, n, 0);
+    } else if (kind == 3) {
+        // A tag-matching (or plain) XRQ: topology, offload and list size
+        // mostly right.
+        box = Driver::inbox(hca::kOpCreateXrq, 0, ifc::create_xrq_in::size_bytes + n * 8);
+        const auto c = ifc::create_xrq_in::xrq_context;
+        const auto wq = ifc::in(c, ifc::xrqc::wq);
+        ifc::set(box.data(), ifc::in(c, ifc::xrqc::topology), in.u8() < 230 ? in.pick(2) : in.u8() & 0xf);
+        ifc::set(box.data(), ifc::in(c, ifc::xrqc::offload), in.u8() < 230 ? in.pick(2) : in.u8() & 0xf);
+        ifc::set(box.data(),
+                 ifc::in(ifc::in(c, ifc::xrqc::tag_matching_topology_context),
+                         ifc::tag_matching_topology_context::log_matching_list_sz),
+                 in.u8() & 0xf);
+        ifc::set(box.data(), ifc::in(c, ifc::xrqc::cqn), pick(in, x.cqs));
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::log_wq_sz), log);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::log_wq_stride), 4 + in.u8() % 4);
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::pd), pick(in, x.pds));
+        ifc::set(box.data(), ifc::in(wq, ifc::wq::dbr_addr), dbr);
+        pages(x, box, ifc::create_xrq_in::size_bytes, n, 0);
     } else {
         box = Driver::inbox(hca::kOpCreateRmp, 0, ifc::create_rmp_in::size_bytes + n * 8);
         const auto wq = ifc::in(ifc::create_rmp_in::ctx, ifc::rmpc::wq);
@@ -277,7 +296,7 @@ void create_srq(World &x, Input &in) {
     auto r = run(x, in, box);
     if (ok(r)) {
         const uint32_t id = static_cast<uint32_t>(hca::load_be32(r.out.data() + 8) & 0xffffff);
-        (kind == 0 ? x.srqs : kind == 1 ? x.xsrqs : x.rmps).push_back(id);
+        (kind == 0 ? x.srqs : kind == 1 ? x.xsrqs : kind == 3 ? x.xrqs : x.rmps).push_back(id);
     }
 }
 
@@ -428,6 +447,8 @@ void object_cmd(World &x, Input &in) {
          false},
         {hca::kOpArmXrcSrq, ifc::arm_xrc_srq_in::xrc_srqn, &World::xsrqs, 16, false},
         {hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn, &World::rmps, 16, true},
+        {hca::kOpDestroyXrq, ifc::destroy_xrq_in::xrqn, &World::xrqs, 16, true},
+        {hca::kOpQueryXrq, ifc::query_xrq_in::xrqn, &World::xrqs, ifc::query_xrq_out::size_bytes, false},
         {hca::kOpQueryRmp, ifc::query_rmp_in::rmpn, &World::rmps, ifc::query_rmp_out::size_bytes, false},
         {hca::kOpModifyRmp, ifc::modify_rmp_in::rmpn, &World::rmps, 16, false},
         {hca::kOpDestroyDct, ifc::destroy_dct_in::dctn, &World::dcts, 16, true},
@@ -580,6 +601,7 @@ void cleanup(World &x) {
         {&World::srqs, hca::kOpDestroySrq, ifc::destroy_srq_in::srqn},
         {&World::xsrqs, hca::kOpDestroyXrcSrq, ifc::destroy_xrc_srq_in::xrc_srqn},
         {&World::rmps, hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn},
+        {&World::xrqs, hca::kOpDestroyXrq, ifc::destroy_xrq_in::xrqn},
         {&World::mkeys, hca::kOpDestroyMkey, ifc::destroy_mkey_in::mkey_index},
         {&World::cqs, hca::kOpDestroyCq, ifc::destroy_cq_in::cqn},
         {&World::eqs, hca::kOpDestroyEq, ifc::destroy_eq_in::eq_number},

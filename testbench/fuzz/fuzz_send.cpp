@@ -13,12 +13,18 @@
 // MTT region away and give them back (as mlx5_ib's UMRs do) and answer the
 // page faults with PAGE_FAULT_RESUME, right, wrong or with error. A DCI
 // sends to a DCT on the same port (its address segment's key, DCT number
-// and LID right or wrong), the DCT receiving into an RMP.
+// and LID right or wrong), the DCT receiving into an RMP. Tag matching: an
+// RC QP on a tag-matching XRQ posts tag list operations (APPEND, REMOVE,
+// NOP, their indexes, tags, phase counts and buffers chosen) and sends
+// itself messages with a TMH (EAGER, RNDV with an RVH naming a real or
+// bogus buffer, NO_TAG, FIN), so that matches, unexpected messages and
+// the device's own rendezvous READs and FINs interleave with its WQEs.
 #include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <vector>
 
+#include "datapath/tm.h"
 #include "fuzz_input.h"
 #include "fuzz_world.h"
 #include "ip_packet.h"
@@ -48,8 +54,8 @@ struct World {
     MrHandle mr;
     EqHandle eq;
     CqHandle cq;
-    QpHandle rc, uc, ud, xrc, umr, ipoib, dci;
-    uint32_t dctn = 0;
+    QpHandle rc, uc, ud, xrc, umr, ipoib, dci, tm;
+    uint32_t dctn = 0, xrqn = 0;
     uint64_t buf = 0;
 
     void setup() {
@@ -84,11 +90,13 @@ struct World {
         ipoib = d.create_qp(hca::kQpUd, pd, cq.cqn, cq.cqn, uar, 6, 4);
         dci = d.create_qp(hca::kQpDci, pd, cq.cqn, 0, uar, 6, 0, nullptr, hca::kRqZero);
         dctn = make_dct();
+        xrqn = make_xrq();
+        tm = d.create_qp(hca::kQpRc, pd, cq.cqn, cq.cqn, uar, 6, 0, nullptr, hca::kRqSrq, xrqn);
         // A TCP/IP packet at the start of the buffer, for the gather lists
         // to find (checksums computed over real headers).
         const auto pkt = ipoib_packet(false, hca::ipoib::kProtoTcp, 2000);
         b.host.write(buf, pkt.data(), pkt.size());
-        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib, &dci}) {
+        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib, &dci, &tm}) {
             reset_qp(*q);
         }
         free_key = 0;
@@ -158,6 +166,30 @@ struct World {
         return static_cast<uint32_t>(d.exec(in, ifc::create_dct_out::size_bytes).get(ifc::create_dct_out::dctn));
     }
 
+    // A tag-matching XRQ (16 tags, rendezvous offload) on a ring of
+    // receives posted over and over.
+    uint32_t make_xrq() {
+        namespace ifc = hca::ifc;
+        uint64_t sbuf = 0, dbr = 0;
+        srq_ring(sbuf, dbr, 53248);
+        auto in = Driver::inbox(hca::kOpCreateXrq, 0, ifc::create_xrq_in::size_bytes + 8);
+        const auto c = ifc::create_xrq_in::xrq_context;
+        const auto wq = ifc::in(c, ifc::xrqc::wq);
+        ifc::set(in.data(), ifc::in(c, ifc::xrqc::topology), hca::kXrqTagMatching);
+        ifc::set(in.data(), ifc::in(c, ifc::xrqc::offload), hca::kXrqOffloadRndv);
+        ifc::set(in.data(),
+                 ifc::in(ifc::in(c, ifc::xrqc::tag_matching_topology_context),
+                         ifc::tag_matching_topology_context::log_matching_list_sz),
+                 4);
+        ifc::set(in.data(), ifc::in(c, ifc::xrqc::cqn), cq.cqn);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::log_wq_sz), 4);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::log_wq_stride), 6);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::pd), pd);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::dbr_addr), dbr);
+        hca::store_be64(in.data() + ifc::create_xrq_in::size_bytes, sbuf);
+        return static_cast<uint32_t>(d.exec(in, 16).get(ifc::create_xrq_out::xrqn));
+    }
+
     // One QP back to RST and connected again (to itself), fresh receives:
     // the QP this input is about; the others keep what earlier inputs
     // left.  A fresh free key once a UMR WQE may have changed it.
@@ -172,7 +204,7 @@ struct World {
         } else {
             d.connect_qp(q, q.qpn, kLid, 3, 2, 2, 10, 1);
         }
-        if (&q != &umr && &q != &xrc && &q != &dci) {
+        if (&q != &umr && &q != &xrc && &q != &dci && &q != &tm) {
             for (uint32_t i = 0; i < 8; ++i) {
                 d.post_recv(q, lkey, buf + 16384 + (q.qpn & 7) * 2048 + (i & 3) * 512, 512);
             }
@@ -345,6 +377,39 @@ void data_segments(World &x, Input &in, Wqe &w) {
     }
 }
 
+// A tag list operation: opcode, flags, index, phase count, a tag from a
+// small set (so that messages match), a buffer.
+void tm_segments(World &x, Input &in, Wqe &w) {
+    uint8_t t[sizeof(hca::TmSeg)] = {};
+    const uint8_t op = in.u8() < 240 ? in.pick(3) : in.u8() >> 4;
+    t[0] = static_cast<uint8_t>(op << 4);
+    t[1] = in.u8() < 230 ? static_cast<uint8_t>(in.pick(4) << 6) : in.u8();
+    hca::store_be16(t + 2, in.u8() < 230 ? in.pick(16) : in.u16());
+    hca::store_be16(t + 6, in.u8() < 200 ? in.pick(4) : in.u16());
+    hca::store_be64(t + 16, in.u8() < 230 ? in.pick(4) : in.u64());
+    hca::store_be64(t + 24, in.u8() < 200 ? ~uint64_t{0} : in.u64());
+    w.put(t, sizeof(t));
+    if (op == hca::kTmOpAppend || in.u8() > 240) {
+        data_segments(x, in, w);
+    }
+}
+
+// A SEND to the tag-matching QP itself: a TMH (EAGER, RNDV, NO_TAG, FIN,
+// or any) with a tag from the list's small set, an RVH naming a buffer,
+// inline.
+void tm_message(World &x, Input &in, Wqe &w) {
+    uint8_t m[64] = {};
+    const uint32_t n = in.u8() < 220 ? 32 + in.pick(17) : in.pick(48);
+    hca::store_be32(m, 0x80000000u | n);
+    m[4] = in.u8() < 230 ? in.pick(4) : in.u8();
+    hca::store_be64(m + 4 + 8, in.u8() < 230 ? in.pick(4) : in.u64());
+    const uint32_t k = key(x, in);
+    hca::store_be64(m + 4 + 16, addr(x, in, k));
+    hca::store_be32(m + 4 + 24, k);
+    hca::store_be32(m + 4 + 28, in.u8() < 230 ? in.u16() % 9000 : in.u32() % kMaxMessage);
+    w.put(m, (4 + n + 15) & ~size_t{15});
+}
+
 constexpr uint8_t kOps[] = {hca::kWqeSend, hca::kWqeSendImm, hca::kWqeSendInval, hca::kWqeRdmaWrite,
                             hca::kWqeRdmaWriteImm, hca::kWqeRdmaRead, hca::kWqeAtomicCs, hca::kWqeAtomicFa,
                             hca::kWqeAtomicMaskedCs, hca::kWqeAtomicMaskedFa, hca::kWqeUmr, hca::kWqeNop,
@@ -352,10 +417,13 @@ constexpr uint8_t kOps[] = {hca::kWqeSend, hca::kWqeSendImm, hca::kWqeSendInval,
 
 // One WQE on the input's QP (or another), and its doorbell.
 void post(World &x, QpHandle &focus, Input &in) {
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci};
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci, &x.tm};
     const uint8_t which = in.u8();
-    QpHandle &qp = which < 230 ? focus : *qps[which % 7];
-    const uint8_t opcode = in.u8() < 240 ? (&qp == &x.umr ? hca::kWqeUmr : in.pick(kOps)) : in.u8();
+    QpHandle &qp = which < 230 ? focus : *qps[which % 8];
+    const bool tm_op = &qp == &x.tm && in.flag();
+    const uint8_t opcode = tm_op           ? hca::kWqeTagMatching
+                           : in.u8() < 240 ? (&qp == &x.umr ? hca::kWqeUmr : in.pick(kOps))
+                                           : in.u8();
     Wqe w;
     if (qp.st == hca::kQpUd) {
         uint8_t av[48] = {};
@@ -388,6 +456,10 @@ void post(World &x, QpHandle &focus, Input &in) {
     if (opcode == hca::kWqeUmr) {
         x.umr_used = true;
         umr_segments(x, in, w);
+    } else if (opcode == hca::kWqeTagMatching) {
+        tm_segments(x, in, w);
+    } else if (&qp == &x.tm && (opcode == hca::kWqeSend || opcode == hca::kWqeSendImm) && in.flag()) {
+        tm_message(x, in, w);
     } else {
         const bool atomic = opcode == hca::kWqeAtomicCs || opcode == hca::kWqeAtomicFa ||
                             opcode == hca::kWqeAtomicMaskedCs || opcode == hca::kWqeAtomicMaskedFa;
@@ -471,8 +543,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         x.setup();
     }
     Input in(data, size);
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci};
-    QpHandle &focus = *qps[in.pick(7)];
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci, &x.tm};
+    QpHandle &focus = *qps[in.pick(8)];
     x.reset_qp(focus);
     if (x.umr_used) {
         x.new_free_key();

@@ -118,12 +118,22 @@ TEST_CASE("trace scope: qpn= and cqn= keep the QP-level events of the listed obj
 
 TEST_CASE("the WQE opcode names come from trace-events, one per opcode the model knows", "[trace]") {
     const std::pair<uint8_t, const char *> known[] = {
-        {kWqeNop, "NOP"},         {kWqeSendInval, "SEND_INVAL"},   {kWqeRdmaWrite, "RDMA_WRITE"},
-        {kWqeRdmaWriteImm, "RDMA_WRITE_IMM"}, {kWqeSend, "SEND"}, {kWqeSendImm, "SEND_IMM"},
-        {kWqeLso, "LSO"},         {kWqeRdmaRead, "RDMA_READ"},     {kWqeAtomicCs, "ATOMIC_CS"},
-        {kWqeAtomicFa, "ATOMIC_FA"}, {kWqeAtomicMaskedCs, "ATOMIC_MASKED_CS"},
-        {kWqeAtomicMaskedFa, "ATOMIC_MASKED_FA"}, {kWqeBindMw, "BIND_MW"}, {kWqeConfigCmd, "CONFIG_CMD"},
+        {kWqeNop, "NOP"},
+        {kWqeSendInval, "SEND_INVAL"},
+        {kWqeRdmaWrite, "RDMA_WRITE"},
+        {kWqeRdmaWriteImm, "RDMA_WRITE_IMM"},
+        {kWqeSend, "SEND"},
+        {kWqeSendImm, "SEND_IMM"},
+        {kWqeLso, "LSO"},
+        {kWqeRdmaRead, "RDMA_READ"},
+        {kWqeAtomicCs, "ATOMIC_CS"},
+        {kWqeAtomicFa, "ATOMIC_FA"},
+        {kWqeAtomicMaskedCs, "ATOMIC_MASKED_CS"},
+        {kWqeAtomicMaskedFa, "ATOMIC_MASKED_FA"},
+        {kWqeBindMw, "BIND_MW"},
+        {kWqeConfigCmd, "CONFIG_CMD"},
         {kWqeUmr, "UMR"},
+        {kWqeTagMatching, "TAG_MATCHING"},
     };
     int named = 0;
     for (unsigned v = 0; v < 256; ++v) {

@@ -32,6 +32,15 @@ struct RcWqe {
     uint32_t xrc_srqn = 0;
     uint32_t next_resp_psn = 0;  // read: the response PSN expected next
     bool acked = false;          // done: acknowledged / response received
+    // The device's own work for a rendezvous it matched (datapath/tm.h):
+    // the READ of the payload, then the FIN. 0 for a send WQE.
+    uint8_t hw = 0;
+    uint16_t tm_index = 0;          // the tag entry
+    uint32_t tm_srqn = 0;           // its XRQ
+    uint32_t pd = 0;                // the PD the READ's buffer is checked against (the XRQ's)
+    std::array<uint8_t, 16> tmh{};  // the rendezvous request's TMH
+    static constexpr uint8_t kHwRndvRead = 1;
+    static constexpr uint8_t kHwRndvFin = 2;
     bool is_read() const;
     bool is_atomic() const;
     uint32_t last_psn() const { return (first_psn + npkts - 1) & 0xffffff; }
@@ -97,6 +106,13 @@ struct RcState {
         uint32_t offset = 0;
         uint32_t pd = 0;
         uint32_t cqn = 0;
+        // A message on a tag-matching XRQ (datapath/tm.h): the app_op of
+        // its last CQE (0: not tag matching), its tag entry, its TMH, and
+        // the bytes of its first packet not scattered (a matched TMH).
+        uint8_t tm_app = 0;
+        uint16_t tm_index = 0;
+        uint32_t skip = 0;
+        std::array<uint8_t, 16> tmh{};
     } recv;
     struct Write {
         uint64_t va = 0;

@@ -105,7 +105,7 @@ void RcRequester::fail(Qp &qp, uint8_t synd, const char *why) {
     if (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
-        req_err_cqe(dev_, qp, w.index, w.opcode, synd, pkt_);
+        wqe_done(qp, w, synd);
     }
     qps_.to_error(qp, why);
 }
@@ -117,8 +117,7 @@ void RcRequester::complete(Qp &qp) {
     while (!qp.rc.pending.empty() && qp.rc.pending.front().acked) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
-        const uint32_t bytes = w.is_atomic() ? 8 : w.length;
-        req_cqe(dev_, qp, w.index, w.opcode, bytes, w.signaled, false, pkt_);
+        wqe_done(qp, w, 0);
         progress = true;
     }
     if (qp.rc.pending.empty()) {
@@ -284,7 +283,7 @@ void RcRequester::got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const i
         return;
     }
     uint8_t synd = 0;
-    if (!scatter(dev_, qp, qp.pd, w.data.sges, offset, v.payload, chunks_, synd)) {
+    if (!scatter(dev_, qp, w.hw ? w.pd : qp.pd, w.data.sges, offset, v.payload, chunks_, synd)) {
         if (synd == kSyndPageFault && page_fault(qp, w, psn, offset)) {
             return;  // the READ is asked again from this response on
         }

@@ -409,7 +409,7 @@ bool RcRequester::pump(Qp &qp) {
             synd = fault_as_prot(synd);
             const RcWqe w = std::move(*it);
             pend.erase(it);
-            req_err_cqe(dev_, qp, w.index, w.opcode, synd, pkt_);
+            wqe_done(qp, w, synd);
             qps_.to_error(qp, "send gather failed");
             return false;
         }
@@ -518,9 +518,13 @@ bool RcRequester::start(Qp &qp, const SqWqe &sw) {
     if (!parse_wqe(qp, sw, w, synd)) {
         return qps_.sq().fail_wqe(qp, sw, synd, "bad send WQE");
     }
+    ++qp.sent;
+    return begin(qp, std::move(w));
+}
+
+bool RcRequester::begin(Qp &qp, RcWqe &&w) {
     w.first_psn = qp.next_send_psn;
     qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
-    ++qp.sent;
     if (qp.rc.pending.empty()) {
         qp.rc.una = w.first_psn;
     }
@@ -528,6 +532,33 @@ bool RcRequester::start(Qp &qp, const SqWqe &sw) {
     enter(qp, ReqState::Sending);
     arm_ack_timer(qp);
     return pump(qp);  // false: the rest of this message goes out in later turns
+}
+
+// The device's own work goes out like a message of the send queue, but
+// never waits for it: a requester waiting for its RNR timer or a page
+// sends it with the rest when it resumes.
+void RcRequester::start_hw(Qp &qp, RcWqe &&w) {
+    if (qp.state != QpState::Rts || qp.rc.req == ReqState::Error) {
+        wqe_done(qp, w, kSyndWrFlush);
+        return;
+    }
+    if (qp.rc.req == ReqState::RnrWait || qp.rc.req == ReqState::PageFault) {
+        w.first_psn = qp.next_send_psn;
+        qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
+        qp.rc.pending.push_back(std::move(w));
+        return;
+    }
+    begin(qp, std::move(w));
+}
+
+void RcRequester::wqe_done(Qp &qp, const RcWqe &w, uint8_t synd) {
+    if (w.hw) {
+        qps_.tm().hw_done(qp, w, synd == 0);
+    } else if (synd) {
+        req_err_cqe(dev_, qp, w.index, w.opcode, synd, pkt_);
+    } else {
+        req_cqe(dev_, qp, w.index, w.opcode, w.is_atomic() ? 8 : w.length, w.signaled, false, pkt_);
+    }
 }
 
 }  // namespace hca

@@ -29,6 +29,12 @@ class RcRequester {
     bool must_wait(Qp &qp, const SqWqe &sw);
     // A new message: its PSNs and first packets. False if the loop must stop.
     bool start(Qp &qp, const SqWqe &sw);
+    // Work of the device's own (RcWqe::hw: a tag-matching rendezvous),
+    // started like a message of the send queue, after those outstanding.
+    void start_hw(Qp &qp, RcWqe &&w);
+    // The completion of a finished or failed message (synd 0: success):
+    // the send queue's CQE, or for the device's own work, tag matching's.
+    void wqe_done(Qp &qp, const RcWqe &w, uint8_t synd);
     // Sends what earlier messages still owe (new packets, go-back-N
     // retransmissions). False if the budget ran out or the QP failed.
     bool pump(Qp &qp);
@@ -46,6 +52,7 @@ class RcRequester {
     void resume(Qp &qp, bool error);
 
   private:
+    bool begin(Qp &qp, RcWqe &&w);
     bool opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
     bool dc_must_wait(Qp &qp, const SqWqe &sw);
     size_t parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);

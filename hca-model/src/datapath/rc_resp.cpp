@@ -9,6 +9,8 @@
 #include "be.h"
 #include "datapath/common.h"
 #include "datapath/rc_resp.h"
+
+#include "datapath/tm.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -199,9 +201,16 @@ bool RcResponder::take_recv(Qp &qp, const iba::PacketView &v) {
 
 void RcResponder::recv_cqe(Qp &qp, const iba::PacketView &v, uint8_t opcode, uint32_t byte_cnt, uint32_t imm) {
     auto &r = qp.rc.recv;
+    if (r.tm_app) {
+        ++qp.received;
+        qps_.tm().recv_cqe(qp, r.cqn, r.tm_app, r.tm_index, r.index, r.tmh, byte_cnt, &v, pkt_);
+        return;
+    }
     Cqe64 cqe{};
     cqe.slid.set(v.slid());
-    cqe.flags_rqpn.set((v.grh ? 1u : 0u) << 28 | uint32_t{v.sl()} << 24 | (qp.remote_qpn & 0xffffff));
+    // No GRH flag on a connected QP's receive: the GRH is not scattered
+    // (IBV_WC_GRH is for UD); rdma-core's tag-matching tests check wc_flags.
+    cqe.flags_rqpn.set(uint32_t{v.sl()} << 24 | (qp.remote_qpn & 0xffffff));
     cqe.srqn.set(r.srq ? r.srqn : 0);
     cqe.imm_inval_pkey.set(imm);
     cqe.byte_cnt.set(byte_cnt);
@@ -364,32 +373,47 @@ bool RcResponder::recv_fault(Qp &qp, uint32_t psn, bool first, size_t pkt_len) {
 bool RcResponder::on_send(Qp &qp, const iba::PacketView &v) {
     const uint8_t op = v.opcode() & 0x1f;
     const uint32_t psn = v.psn();
+    std::span<const uint8_t> data = v.payload;
     if (is_first(op)) {
-        if (!take_recv(qp, v)) {
+        Srq *xrq = qps_.tm().xrq_of(qp);
+        const TmStart st = xrq                ? qps_.tm().start_message(qp, *xrq, v, is_last(op), pkt_)
+                           : take_recv(qp, v) ? TmStart::Deliver
+                                              : TmStart::NoBuffer;
+        if (st == TmStart::NoBuffer) {
             rnr(qp, psn);
             return false;
         }
+        if (st == TmStart::Failed) {
+            return false;
+        }
+        if (st == TmStart::Done) {  // a rendezvous request the device took over
+            qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
+            ++qp.received;
+            return true;
+        }
         enter(qp, RespState::InSend);
+        data = data.subspan(std::min<size_t>(data.size(), qp.rc.recv.skip));
     }
     auto &r = qp.rc.recv;
     uint64_t cap = 0;
     for (const Sge &s : r.sges) {
         cap += s.len;
     }
-    if (r.offset + v.payload.size() > cap) {
+    if (r.offset + data.size() > cap) {
         dev_.guest_error("qpn=0x{:x} SEND of more than the {}-byte receive WQE 0x{:x}", qp.qpn, cap, r.index);
         fail(qp, psn, kNakInvalidRequest, kSyndLocalLength, "receive WQE too small");
         return false;
     }
     uint8_t synd = 0;
-    if (!scatter(dev_, qp, r.pd, r.sges, r.offset, v.payload, chunks_, synd)) {
-        if (synd == kSyndPageFault && recv_fault(qp, psn, is_first(op), v.payload.size())) {
+    if (!scatter(dev_, qp, r.pd, r.sges, r.offset, data, chunks_, synd)) {
+        // (A tagged buffer is not given back: a page fault in it is an error.)
+        if (synd == kSyndPageFault && !r.tm_app && recv_fault(qp, psn, is_first(op), v.payload.size())) {
             return false;
         }
         fail(qp, psn, kNakRemoteOp, fault_as_prot(synd), "receive scatter failed");
         return false;
     }
-    r.offset += static_cast<uint32_t>(v.payload.size());
+    r.offset += static_cast<uint32_t>(data.size());
     if (!is_last(op)) {
         return true;
     }

@@ -256,6 +256,14 @@ bool SendQueue::sq_producer(Qp &qp, uint16_t &pi) {
 // sends what earlier messages still owe, and its WQEs may wait for a fence
 // or a read credit.
 void SendQueue::process(Qp &qp) {
+    if (qp.no_sq) {
+        // No WQEs, but maybe the device's own messages (tag matching's
+        // rendezvous READ and FIN) to send.
+        if (qp.connected() && qp.state == QpState::Rts && !qp.pf.req_token) {
+            qps_.requester().pump(qp);
+        }
+        return;
+    }
     uint16_t pi = 0;
     if (!sq_producer(qp, pi)) {
         return;
@@ -340,6 +348,14 @@ bool SendQueue::execute_wqe(Qp &qp, const SqWqe &w) {
             return local_done(qp, w);
         }
         return fail_wqe(qp, w, synd, "UMR failed");
+    }
+    if (w.opcode == kWqeTagMatching && qp.st == kQpRc) {
+        // A tag list operation on a tag-matching XRQ's command QP.
+        uint8_t synd = kSyndLocalQpOp;
+        if (qps_.tm().list_op(qp, w, synd)) {
+            return true;
+        }
+        return fail_wqe(qp, w, synd, "bad tag list operation");
     }
     if (qp.connected()) {
         return qps_.requester().start(qp, w);

@@ -46,6 +46,7 @@ enum WqeOpcode : uint8_t {
     kWqeBindMw = 0x18,
     kWqeConfigCmd = 0x1f,
     kWqeUmr = 0x25,
+    kWqeTagMatching = 0x28,  // a tag list operation (datapath/tm.h)
 };
 const char *wqe_opcode_name(uint8_t op);
 // RDMA READ and the atomics: the operations that use a read credit.

@@ -51,6 +51,12 @@ const CapEntry kGeneralCaps[] = {
     GEN(rc, 1, 1, false),
     GEN(dct, 1, 1, true),  // DCI and DCT (objects/dct.cpp); set_caps() copies it from MAX
     GEN(cqe_version, 0, 0, false),
+    // Tag matching on RC (datapath/tm.h): XRQs with a matching list of
+    // 2^10 entries (1023 tags), rendezvous offload (the responder reads
+    // the payload and sends the FIN itself).
+    GEN(tag_matching, 1, 1, false),
+    GEN(rndv_offload_rc, 1, 1, false),
+    GEN(log_tag_matching_list_sz, 10, 10, false),
     // Memory registration through UMR WQEs (MR cache, fast registration,
     // IB_DEVICE_MEM_MGT_EXTENSIONS) of direct MTT keys and indirect KLM and
     // KSM keys (memory windows type 1 and 2 with imaicl; implicit on-demand

@@ -2405,4 +2405,75 @@ struct umem {
     static constexpr Field num_of_mtt{0xc0, 64};
     static constexpr Block mtt{0x100, 64, 0};
 };
+struct create_xrq_in {
+    static constexpr uint32_t size_bits = 0xa80;
+    static constexpr uint32_t size_bytes = 0x150;
+    static constexpr uint32_t fixed_bytes = 0x150;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block xrq_context{0x80, 2560, 1};
+};
+struct create_xrq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field xrqn{0x48, 24};
+};
+struct destroy_xrq_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field xrqn{0x48, 24};
+};
+struct destroy_xrq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_xrq_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field xrqn{0x48, 24};
+};
+struct query_xrq_out {
+    static constexpr uint32_t size_bits = 0xa80;
+    static constexpr uint32_t size_bytes = 0x150;
+    static constexpr uint32_t fixed_bytes = 0x150;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Block xrq_context{0x80, 2560, 1};
+};
+struct xrqc {
+    static constexpr uint32_t size_bits = 0xa00;
+    static constexpr uint32_t size_bytes = 0x140;
+    static constexpr uint32_t fixed_bytes = 0x140;
+    static constexpr Field state{0x0, 4};
+    static constexpr Field rlkey{0x4, 1};
+    static constexpr Field topology{0x14, 4};
+    static constexpr Field offload{0x1c, 4};
+    static constexpr Field user_index{0x28, 24};
+    static constexpr Field cqn{0x48, 24};
+    static constexpr Block tag_matching_topology_context{0x100, 128, 1};
+    static constexpr Block wq{0x400, 1536, 1};
+};
+struct tag_matching_topology_context {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field log_matching_list_sz{0x0, 4};
+    static constexpr Field append_next_index{0x10, 16};
+    static constexpr Field sw_phase_cnt{0x20, 16};
+    static constexpr Field hw_phase_cnt{0x30, 16};
+};
 }  // namespace hca::ifc

@@ -453,17 +453,21 @@ void QpTable::rc_reset(Qp &qp) {
 }
 
 void QpTable::flush_sq(Qp &qp) {
-    if (qp.no_sq || (qp.state != QpState::Err && qp.state != QpState::Sqer)) {
+    if (qp.state != QpState::Err && qp.state != QpState::Sqer) {
         return;
     }
-    // Started but unfinished WQEs of a connected QP flush first, in order.
+    // Started but unfinished WQEs of a connected QP flush first, in order
+    // (on a QP without a send queue: the device's own rendezvous work).
     if (qp.connected()) {
         req_.enter(qp, ReqState::Error, "the QP is in error");
     }
     while (!qp.rc.pending.empty()) {
         RcWqe w = std::move(qp.rc.pending.front());
         qp.rc.pending.pop_front();
-        req_err_cqe(dev_, qp, w.index, w.opcode, kSyndWrFlush);
+        req_.wqe_done(qp, w, kSyndWrFlush);
+    }
+    if (qp.no_sq) {
+        return;
     }
     uint8_t db[4];
     if (!dev_.dma_read(qp.dbr + 4, db, 4)) {

@@ -21,6 +21,7 @@
 #include "datapath/rc_resp.h"
 #include "datapath/recv.h"
 #include "datapath/send.h"
+#include "datapath/tm.h"
 #include "datapath/wqe.h"
 #include "iba/packet.h"
 #include "ifc/field.h"
@@ -269,6 +270,7 @@ class QpTable {
     Receiver &receiver() { return recv_; }
     RcRequester &requester() { return req_; }
     RcResponder &responder() { return resp_; }
+    TagMatcher &tm() { return tm_; }
 
   private:
     void flush_rq(Qp &qp);
@@ -296,6 +298,7 @@ class QpTable {
     Receiver recv_{dev_, *this};
     RcRequester req_{dev_, *this};
     RcResponder resp_{dev_, *this};
+    TagMatcher tm_{dev_, *this};
 };
 
 }  // namespace hca

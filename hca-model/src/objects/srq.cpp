@@ -12,6 +12,8 @@ const char *srq_kind_name(Srq::Kind k) {
     case Srq::Kind::Srq: return "SRQ";
     case Srq::Kind::XrcSrq: return "XRC_SRQ";
     case Srq::Kind::Rmp: return "RMP";
+    case Srq::Kind::Xrq:
+        return "XRQ";
     }
     return "?";
 }
@@ -76,12 +78,12 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
     if (!dev_.pds.pd_used_by(c, s.pd, "SRQ")) {
         return false;
     }
-    if (s.kind != Srq::Kind::Rmp && !dev_.pds.xrcd_exists(s.xrcd)) {
+    if ((s.kind == Srq::Kind::Srq || s.kind == Srq::Kind::XrcSrq) && !dev_.pds.xrcd_exists(s.xrcd)) {
         c.fail(Status::BadParam, "SRQ XRCD {} does not exist", s.xrcd);
         return false;
     }
     Cq *cq = nullptr;
-    if (s.kind == Srq::Kind::XrcSrq || (s.kind == Srq::Kind::Srq && s.cqn)) {
+    if (s.kind == Srq::Kind::XrcSrq || s.kind == Srq::Kind::Xrq || (s.kind == Srq::Kind::Srq && s.cqn)) {
         cq = dev_.cqs.find_used_by(c, s.cqn, "SRQ");
         if (!cq) {
             return false;
@@ -170,6 +172,32 @@ void SrqTable::arm(CmdCtx &c, uint32_t srqn, Srq::Kind kind, uint16_t lwm) {
     HCA_TRACE(dev_, obj_arm_srq, .kind = srq_kind_name(kind), .srqn = srqn, .lwm = lwm);
 }
 
+namespace {
+
+// The wq context of an RMP or XRQ (a linked list of receive WQEs).
+void read_wq(CmdCtx &c, ifc::Block wq, Srq &s) {
+    s.log_size = static_cast<uint8_t>(c.get(ifc::in(wq, ifc::wq::log_wq_sz)));
+    s.stride = 1u << c.get(ifc::in(wq, ifc::wq::log_wq_stride));
+    s.pd = static_cast<uint32_t>(c.get(ifc::in(wq, ifc::wq::pd)));
+    s.dbr = c.get(ifc::in(wq, ifc::wq::dbr_addr));
+    s.log_page_size = static_cast<uint8_t>(c.get(ifc::in(wq, ifc::wq::log_wq_pg_sz)));
+    s.page_offset = static_cast<uint32_t>(c.get(ifc::in(wq, ifc::wq::page_offset)));
+    s.lwm = static_cast<uint16_t>(c.get(ifc::in(wq, ifc::wq::lwm)));
+}
+
+void write_wq(CmdCtx &c, ifc::Block wq, const Srq &s) {
+    c.set(ifc::in(wq, ifc::wq::log_wq_sz), s.log_size);
+    c.set(ifc::in(wq, ifc::wq::log_wq_stride), __builtin_ctz(s.stride));
+    c.set(ifc::in(wq, ifc::wq::pd), s.pd);
+    c.set(ifc::in(wq, ifc::wq::dbr_addr), s.dbr);
+    c.set(ifc::in(wq, ifc::wq::lwm), s.lwm);
+    c.set(ifc::in(wq, ifc::wq::log_wq_pg_sz), s.log_page_size);
+    c.set(ifc::in(wq, ifc::wq::page_offset), s.page_offset);
+    c.set(ifc::in(wq, ifc::wq::hw_counter), s.consumed);
+}
+
+}  // namespace
+
 // RMP (ISSI 1 basic SRQ): rmpc + wq at create_rmp_in.ctx.
 void SrqTable::cmd_create_rmp(CmdCtx &c) {
     const ifc::Block rmpc = ifc::create_rmp_in::ctx;
@@ -180,13 +208,7 @@ void SrqTable::cmd_create_rmp(CmdCtx &c) {
         c.fail(Status::BadParam, "RMP wq_type {} is not a linked list", c.get(ifc::in(wq, ifc::wq::wq_type)));
         return;
     }
-    s.log_size = static_cast<uint8_t>(c.get(ifc::in(wq, ifc::wq::log_wq_sz)));
-    s.stride = 1u << c.get(ifc::in(wq, ifc::wq::log_wq_stride));
-    s.pd = static_cast<uint32_t>(c.get(ifc::in(wq, ifc::wq::pd)));
-    s.dbr = c.get(ifc::in(wq, ifc::wq::dbr_addr));
-    s.log_page_size = static_cast<uint8_t>(c.get(ifc::in(wq, ifc::wq::log_wq_pg_sz)));
-    s.page_offset = static_cast<uint32_t>(c.get(ifc::in(wq, ifc::wq::page_offset)));
-    s.lwm = static_cast<uint16_t>(c.get(ifc::in(wq, ifc::wq::lwm)));
+    read_wq(c, wq, s);
     s.uid = static_cast<uint16_t>(c.get(ifc::create_rmp_in::uid));
     finish_create(c, s, c.in_block(ifc::in(wq, ifc::wq::pas)), ifc::create_rmp_out::rmpn, wq);
 }
@@ -203,14 +225,7 @@ void SrqTable::cmd_query_rmp(CmdCtx &c) {
     const ifc::Block rmpc = ifc::query_rmp_out::rmp_context;
     const ifc::Block wq = ifc::in(rmpc, ifc::rmpc::wq);
     c.set(ifc::in(rmpc, ifc::rmpc::state), s->error ? 3 : 1);
-    c.set(ifc::in(wq, ifc::wq::log_wq_sz), s->log_size);
-    c.set(ifc::in(wq, ifc::wq::log_wq_stride), __builtin_ctz(s->stride));
-    c.set(ifc::in(wq, ifc::wq::pd), s->pd);
-    c.set(ifc::in(wq, ifc::wq::dbr_addr), s->dbr);
-    c.set(ifc::in(wq, ifc::wq::lwm), s->lwm);
-    c.set(ifc::in(wq, ifc::wq::log_wq_pg_sz), s->log_page_size);
-    c.set(ifc::in(wq, ifc::wq::page_offset), s->page_offset);
-    c.set(ifc::in(wq, ifc::wq::hw_counter), s->consumed);
+    write_wq(c, wq, *s);
 }
 
 void SrqTable::cmd_modify_rmp(CmdCtx &c) {
@@ -327,6 +342,78 @@ void SrqTable::cmd_arm_rq(CmdCtx &c) {
         return;
     }
     arm(c, n, s->kind, static_cast<uint16_t>(c.get(ifc::arm_rq_in::lwm)));
+}
+
+// XRQ: xrqc + wq at create_xrq_in.xrq_context; the tag-matching topology
+// gets its matching list (datapath/tm.h).
+void SrqTable::cmd_create_xrq(CmdCtx &c) {
+    const ifc::Block xrqc = ifc::create_xrq_in::xrq_context;
+    const ifc::Block wq = ifc::in(xrqc, ifc::xrqc::wq);
+    const ifc::Block tmc = ifc::in(xrqc, ifc::xrqc::tag_matching_topology_context);
+    Srq s;
+    s.kind = Srq::Kind::Xrq;
+    if (c.get(ifc::in(wq, ifc::wq::wq_type)) != 0) {
+        c.fail(Status::BadParam, "XRQ wq_type {} is not a linked list", c.get(ifc::in(wq, ifc::wq::wq_type)));
+        return;
+    }
+    const uint64_t topology = c.get(ifc::in(xrqc, ifc::xrqc::topology));
+    const uint64_t offload = c.get(ifc::in(xrqc, ifc::xrqc::offload));
+    if (topology > kXrqTagMatching || offload > kXrqOffloadRndv || (offload && topology != kXrqTagMatching)) {
+        c.fail(Status::BadParam, "XRQ topology {} offload {} is not supported", topology, offload);
+        return;
+    }
+    if (topology == kXrqTagMatching) {
+        const unsigned log_list =
+            static_cast<unsigned>(c.get(ifc::in(tmc, ifc::tag_matching_topology_context::log_matching_list_sz)));
+        const uint64_t max = dev_.fw.caps().gen(ifc::cmd_hca_cap::log_tag_matching_list_sz);
+        if (!dev_.fw.caps().gen(ifc::cmd_hca_cap::tag_matching) || log_list == 0 || log_list > max) {
+            c.fail(Status::BadParam, "XRQ matching list of 2^{} entries (log_tag_matching_list_sz {})", log_list, max);
+            return;
+        }
+        s.tm = TagList::make(dev_.budget, log_list, offload == kXrqOffloadRndv);
+        if (!s.tm) {
+            c.fail(Status::ExceedLim, "the device's translation budget cannot hold a 2^{}-entry matching list",
+                   log_list);
+            return;
+        }
+    }
+    read_wq(c, wq, s);
+    s.cqn = static_cast<uint32_t>(c.get(ifc::in(xrqc, ifc::xrqc::cqn)));
+    s.user_index = static_cast<uint32_t>(c.get(ifc::in(xrqc, ifc::xrqc::user_index)));
+    s.uid = static_cast<uint16_t>(c.get(ifc::create_xrq_in::uid));
+    const unsigned log_list = s.tm ? s.tm->log_size : 0;
+    const bool rndv = s.tm && s.tm->rndv;
+    if (finish_create(c, s, c.in_block(ifc::in(wq, ifc::wq::pas)), ifc::create_xrq_out::xrqn, wq) && log_list) {
+        HCA_TRACE(dev_, obj_xrq_tag_matching, .xrqn = static_cast<uint32_t>(c.get(ifc::create_xrq_out::xrqn)),
+                  .list = 1u << log_list, .rndv = rndv);
+    }
+}
+
+void SrqTable::cmd_destroy_xrq(CmdCtx &c) {
+    destroy(c, static_cast<uint32_t>(c.get(ifc::destroy_xrq_in::xrqn)), Srq::Kind::Xrq);
+}
+
+void SrqTable::cmd_query_xrq(CmdCtx &c) {
+    Srq *s = lookup(c, static_cast<uint32_t>(c.get(ifc::query_xrq_in::xrqn)), Srq::Kind::Xrq);
+    if (!s) {
+        return;
+    }
+    const ifc::Block xrqc = ifc::query_xrq_out::xrq_context;
+    const ifc::Block wq = ifc::in(xrqc, ifc::xrqc::wq);
+    const ifc::Block tmc = ifc::in(xrqc, ifc::xrqc::tag_matching_topology_context);
+    c.set(ifc::in(xrqc, ifc::xrqc::state), s->error ? 1 : 0);
+    c.set(ifc::in(xrqc, ifc::xrqc::cqn), s->cqn);
+    c.set(ifc::in(xrqc, ifc::xrqc::user_index), s->user_index);
+    write_wq(c, wq, *s);
+    if (const TagList *t = s->tm.get()) {
+        using ifc::tag_matching_topology_context;
+        c.set(ifc::in(xrqc, ifc::xrqc::topology), kXrqTagMatching);
+        c.set(ifc::in(xrqc, ifc::xrqc::offload), t->rndv ? kXrqOffloadRndv : 0);
+        c.set(ifc::in(tmc, tag_matching_topology_context::log_matching_list_sz), t->log_size);
+        c.set(ifc::in(tmc, tag_matching_topology_context::append_next_index), t->append_next);
+        c.set(ifc::in(tmc, tag_matching_topology_context::sw_phase_cnt), t->sw_phase);
+        c.set(ifc::in(tmc, tag_matching_topology_context::hw_phase_cnt), t->hw_phase);
+    }
 }
 
 std::string SrqTable::info() const {

@@ -1,17 +1,20 @@
 // Shared receive queues.  ISSI 1 (what the driver negotiates with this
 // device): basic SRQs are RMPs (CREATE/DESTROY/QUERY/MODIFY_RMP) and XRC SRQs
 // use CREATE/DESTROY/QUERY/ARM_XRC_SRQ.  ISSI 0's CREATE/DESTROY/QUERY_SRQ
-// and ARM_RQ are accepted as well.  All three are one object: a linked list
+// and ARM_RQ are accepted as well, and CREATE/DESTROY/QUERY_XRQ make the
+// tag-matching XRQs of datapath/tm.h.  All are one object: a linked list
 // of receive WQEs (16-byte next segment + scatter entries) fed through the
 // doorbell record's WQE counter, with a limit event armed by lwm.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 
+#include "datapath/tm.h"
 #include "ifc/field.h"
 #include "objects/devx.h"
 #include "objects/ids.h"
@@ -23,14 +26,14 @@ struct CmdCtx;
 class Device;
 
 struct Srq {
-    enum class Kind : uint8_t { Srq, XrcSrq, Rmp };
+    enum class Kind : uint8_t { Srq, XrcSrq, Rmp, Xrq };
     uint32_t srqn = 0;
     Kind kind = Kind::Rmp;
     uint8_t log_size = 0;
     uint32_t stride = 0;  // bytes per WQE
     uint32_t pd = 0;
     uint32_t xrcd = 0;
-    uint32_t cqn = 0;     // XRC SRQs: their receive CQ
+    uint32_t cqn = 0;  // XRC SRQs and XRQs: their receive CQ
     uint32_t user_index = 0;
     uint16_t uid = 0;
     UmemPin pins[2];  // a DEVX RMP's doorbell and buffer UMEMs
@@ -44,6 +47,7 @@ struct Srq {
     bool error = false;
     uint32_t refs = 0;       // QPs attached
     uint64_t received = 0;
+    std::unique_ptr<TagList> tm;  // a tag-matching XRQ's matching list
 
     uint32_t nent() const { return 1u << log_size; }
 };
@@ -79,6 +83,9 @@ class SrqTable {
     void cmd_destroy_srq(CmdCtx &c);
     void cmd_query_srq(CmdCtx &c);
     void cmd_arm_rq(CmdCtx &c);
+    void cmd_create_xrq(CmdCtx &c);
+    void cmd_destroy_xrq(CmdCtx &c);
+    void cmd_query_xrq(CmdCtx &c);
     std::string info() const;
 
   private:
