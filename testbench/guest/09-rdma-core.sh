@@ -18,9 +18,10 @@ cd /opt/rdma-tests || exit 1
 # and PD queries, CQs, QP creation and state machine, the new post-send
 # API over RC/UD/XRC, atomics, mlx5 CQ variants, completion timestamps,
 # memory windows, device memory, on-demand paging, DEVX memory keys
-# (mlx5dv_create_mkey: KLM lists, interleaved), a DEVX QP carrying traffic.
+# (mlx5dv_create_mkey: KLM lists, interleaved), a DEVX QP carrying traffic,
+# tag matching (eager, unexpected, no-tag, rendezvous).
 # ./hcasim suite runs all.
-only=$(reps "" "tests.test_device.,tests.test_pd.,tests.test_cq.,tests.test_qp.,tests.test_qpex.,tests.test_atomic.,tests.test_mlx5_cq.,tests.test_addr.,tests.test_mlx5_timestamp.,tests.test_phc_timestamp.,tests.test_mr.MWTest.,tests.test_mr.DeviceMemory,tests.test_odp.,tests.test_mlx5_mkey.,tests.test_mlx5_devx.")
+only=$(reps "" "tests.test_device.,tests.test_pd.,tests.test_cq.,tests.test_qp.,tests.test_qpex.,tests.test_atomic.,tests.test_mlx5_cq.,tests.test_addr.,tests.test_mlx5_timestamp.,tests.test_phc_timestamp.,tests.test_mr.MWTest.,tests.test_mr.DeviceMemory,tests.test_odp.,tests.test_mlx5_mkey.,tests.test_mlx5_devx.,tests.test_tag_matching.")
 kargs=()
 for p in ${only//,/ }; do kargs+=(-k "$p"); done
 timeout "$(reps 1500 400)" python3 run_tests.py --dev mlx5_0 -v "${kargs[@]}" > /tmp/rdma-core.txt 2>&1
