@@ -289,7 +289,9 @@ bool TagMatcher::start_rndv(Qp &qp, Srq &x, const TagEntry &e, uint16_t index, s
     const uint64_t va = load_be64(msg.data() + kTmhLen);
     const uint32_t rkey = load_be32(msg.data() + kTmhLen + 8);
     const uint32_t len = load_be32(msg.data() + kTmhLen + 12);
-    if (len > e.buf.len) {
+    // A buffer too small for the payload, or a payload beyond the largest
+    // message (log_max_msg): software finishes the transfer.
+    if (len > e.buf.len || len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
         SgeList sges{e.buf};
         const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(msg.size(), e.buf.len));
         std::vector<DmaChunk> chunks;
