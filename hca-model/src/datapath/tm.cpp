@@ -294,9 +294,8 @@ bool TagMatcher::start_rndv(Qp &qp, Srq &x, const TagEntry &e, uint16_t index, s
     if (len > e.buf.len || len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {
         SgeList sges{e.buf};
         const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(msg.size(), e.buf.len));
-        std::vector<DmaChunk> chunks;
         uint8_t synd = 0;
-        if (n && !scatter(dev_, qp, x.pd, sges, 0, msg.first(n), chunks, synd)) {
+        if (n && !scatter(dev_, qp, x.pd, sges, 0, msg.first(n), chunks_, synd)) {
             qps_.to_error(qp, "rendezvous headers scatter failed");
             return false;
         }

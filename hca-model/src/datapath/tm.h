@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "datapath/wqe.h"
+#include "objects/mkey.h"
 
 namespace iba {
 struct PacketView;
@@ -145,6 +146,7 @@ class TagMatcher {
 
     Device &dev_;
     QpTable &qps_;
+    std::vector<DmaChunk> chunks_;  // translations of the tagged buffer at hand
 };
 
 }  // namespace hca
