@@ -2,12 +2,14 @@
 // back: DCIs sending SEND, RDMA WRITE, READ and atomics to DCTs through
 // their address segments, the DCT's responder contexts (connect, bound,
 // eviction), access keys, a DCI moving between DCTs, DRAIN/DESTROY/QUERY_DCT
-// and DCT_DRAINED.
+// and DCT_DRAINED, on-demand paging over DC (a DCI's gather, a DCT's SRQ
+// receive; not a DCT's RDMA target).
 #include <catch2/catch.hpp>
 
 #include <cstring>
 
 #include "expect.h"
+#include "odp_helpers.h"
 #include "pair.h"
 
 using namespace hcatest;
@@ -348,4 +350,54 @@ TEST_CASE("DC: the DCT's Q counter set counts connections (rx_dct_connect)", "[d
     REQUIRE(out.status == 0);
     CHECK(out.get(ifc::query_q_counter_out::rx_dct_connect) == 4);
     CHECK(out.get(ifc::query_q_counter_out::rx_write_requests) == 5);
+}
+
+TEST_CASE("DC ODP: a DCI's gather and a DCT's SRQ receive fault and resume; a DCT's RDMA target does not fault",
+          "[dc][odp]") {
+    DcPair p;
+    EqHandle ea = pf_eq(p.a), eb = pf_eq(p.b);
+    const uint64_t src = p.a.mr.iova + 8192, dst = p.b.mr.iova + 4096;
+    p.a.fill(src, 3000, 6);
+    set_pages(p.a, src, 3000, false);
+    set_pages(p.b, dst, 4096, false);
+    p.rmp.post(dst, 4096);
+    post_dc(p.a, p.dci, 2, p.dctn, kKey, {.opcode = hca::kWqeSend, .sges = {{p.a.mr.key, src, 3000}}});
+    p.w.pump();
+    // The DCI's gather: a requester fault naming the DCI.
+    auto e = p.a.d.next_eqe(ea);
+    REQUIRE(e);
+    CHECK(eqe32(*e, 0x18) == (1u << 24 | p.dci.qpn));  // REQ_SEND_OR_WRITE
+    set_pages(p.a, src, 3000, true);
+    REQUIRE(resume(p.a, 1, p.dci.qpn, eqe32(*e, 0x0c)) == 0);
+    p.w.pump();
+    // The DCT's receive into its SRQ: an RMP fault naming the SRQ.
+    e = p.b.d.next_eqe(eb);
+    REQUIRE(e);
+    CHECK(eqe32(*e, 0x18) == p.rmp.rmpn);  // MLX5_WQE_PF_TYPE_RMP (0), the SRQ
+    CHECK(!p.b.d.next_cqe(p.b.rcq));
+    set_pages(p.b, dst, 4096, true);
+    REQUIRE(resume(p.b, 0, p.rmp.rmpn, eqe32(*e, 0x0c)) == 0);
+    p.w.advance(20'000'000);  // the DCI's RNR retry
+    auto rc = p.b.d.next_cqe(p.b.rcq);
+    REQUIRE(rc);
+    CHECK(op(*rc) == hca::kCqeRespSend);
+    CHECK((be32(*rc, 0x38) & 0xffffff) == p.dctn);
+    CHECK(p.b.same(dst, 3000, 6));
+    auto sc = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(sc);
+    CHECK(op(*sc) == hca::kCqeReq);
+    CHECK(p.w.a.dev.odp.outstanding() == 0);
+    CHECK(p.w.b.dev.odp.outstanding() == 0);
+
+    // An RDMA WRITE into a page that is not present at the DCT: no fault
+    // (dc_odp_caps.write 0), a remote access error.
+    set_pages(p.b, dst + 16384, 4096, false);
+    post_dc(p.a, p.dci, 2, p.dctn, kKey,
+            {.opcode = hca::kWqeRdmaWrite, .sges = {{p.a.mr.key, src, 64}}, .raddr = dst + 16384, .rkey = p.b.mr.key});
+    p.w.pump();
+    CHECK(!p.b.d.next_eqe(eb));
+    auto err = p.a.d.next_cqe(p.a.scq);
+    REQUIRE(err);
+    CHECK(op(*err) == hca::kCqeReqErr);
+    CHECK((*err)[0x37] == hca::kSyndRemoteAccess);
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "be.h"
+#include "odp_helpers.h"
 #include "pair.h"
 
 using namespace hcatest;
@@ -12,51 +13,12 @@ namespace ifc = hca::ifc;
 
 namespace {
 
-constexpr uint8_t kPageFault = 0x0c;
-
-// Loads the MTT entries of [iova, iova + len) of n's region again with
-// (map) or without (zap) their READ|WRITE bits, as mlx5_ib's UMR does on a
-// fault and on an invalidation.
-void set_pages(Node &n, uint64_t iova, uint32_t len, bool map) {
-    const hca::Mkey *m = n.d.bench().dev.mkeys.find(n.mr.key);
-    REQUIRE(m);
-    const uint64_t first = (iova - (n.mr.iova & ~uint64_t{4095})) / 4096;
-    const uint64_t last = (iova + len - 1 - (n.mr.iova & ~uint64_t{4095})) / 4096;
-    hca::UmrOp op;
-    op.key = n.mr.key;
-    static const uint8_t kNoMkc[64] = {};
-    op.mkc = kNoMkc;
-    op.xlt_first = first;
-    for (uint64_t i = first; i <= last; ++i) {
-        op.xlt.push_back(m->page(i) | (map ? hca::kMttAccess : 0));
-    }
-    REQUIRE(n.d.bench().dev.mkeys.umr(op, nullptr) == hca::UmrError::None);
-}
-
-EqHandle pf_eq(Node &n) {
-    return n.d.create_eq(6, 3, {uint64_t{1} << kPageFault, 0, 0, 0}, n.uar);
-}
-
-uint8_t resume(Node &n, uint8_t type, uint32_t wq, uint32_t token, bool error = false) {
-    auto in = Driver::inbox(hca::kOpPageFaultResume, 0, ifc::page_fault_resume_in::size_bytes);
-    const auto info = ifc::page_fault_resume_in::page_fault_info;
-    ifc::set(in.data(), ifc::in(info, ifc::trans_page_fault_info::error), error);
-    ifc::set(in.data(), ifc::in(info, ifc::trans_page_fault_info::page_fault_type), type);
-    ifc::set(in.data(), ifc::in(info, ifc::trans_page_fault_info::wq_number), wq);
-    ifc::set(in.data(), ifc::in(info, ifc::trans_page_fault_info::fault_token), token);
-    return n.d.exec(in, ifc::page_fault_resume_out::size_bytes).status;
-}
-
 // The next send completion of n is an error with this syndrome.
 void check_error(Node &n, uint8_t syndrome) {
     auto c = n.d.next_cqe(n.scq);
     REQUIRE(c);
     CHECK(op(*c) == hca::kCqeReqErr);
     CHECK((*c)[0x37] == syndrome);
-}
-
-uint32_t eqe32(const Eqe &e, size_t off) {
-    return hca::load_be32(e.data() + 0x20 + off);
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ uint32_t PageFaults::post_wqe(Qp &qp, const Pending &p, EqeData &data) {
 
 bool PageFaults::requester(Qp &qp, PfType type, uint16_t index, uint8_t opcode, uint32_t bytes_committed,
                            uint16_t next) {
-    if (!can_fault() || qp.is_dc()) {  // no ODP over DC: dc_odp_caps are 0
+    if (!can_fault()) {  // (a DCI too: dc_odp_caps.send)
         return false;
     }
     EqeData d;
@@ -77,11 +77,13 @@ bool PageFaults::requester(Qp &qp, PfType type, uint16_t index, uint8_t opcode, 
 bool PageFaults::responder_may_fault(Qp &qp) const {
     const bool failed = qp.pf.resp_failed;
     qp.pf.resp_failed = false;
-    return !failed && can_fault() && !qp.is_dc();  // no ODP over DC: dc_odp_caps are 0
+    return !failed && can_fault();
 }
 
 bool PageFaults::receive(Qp &qp, uint16_t index, uint32_t srqn, uint16_t packet_len) {
-    if (!responder_may_fault(qp)) {
+    // A DCT's responder context faults on its SRQ's WQEs only
+    // (dc_odp_caps.srq_receive): the fault names the SRQ, not the context.
+    if (!responder_may_fault(qp) || (qp.is_dc() && !srqn)) {
         return false;
     }
     if (qp.pf.responder_busy()) {
@@ -99,7 +101,9 @@ bool PageFaults::receive(Qp &qp, uint16_t index, uint32_t srqn, uint16_t packet_
 }
 
 bool PageFaults::rdma(Qp &qp, uint32_t rkey, uint64_t va, uint32_t len, uint16_t packet_len) {
-    if (!responder_may_fault(qp)) {
+    // Not on a DCT (dc_odp_caps.write/read/atomic 0): the token would be
+    // the responder context's number, which has more than 24 bits.
+    if (!responder_may_fault(qp) || qp.is_dc()) {
         return false;
     }
     if (qp.pf.responder_busy()) {

@@ -125,9 +125,12 @@ const CapEntry kAtomicCaps[] = {
 #undef ATOMIC
 
 // On-demand paging, transport page-fault scheme (datapath/odp.h): RC and
-// XRC in every role, UD sends. mlx5_core enables what it may set to the
-// maximum (main.c handle_hca_cap_odp()); the memory page-fault scheme
-// (mem_page_fault) is not offered.
+// XRC in every role, UD sends, DC sends (a DCI's requester) and a DCT's
+// receives into its SRQ; not a DCT's RDMA targets (an RDMA fault names its
+// QP as the token, and a DCT's responder context has no 24-bit number).
+// mlx5_core enables what it may set to the maximum (main.c
+// handle_hca_cap_odp()); the memory page-fault scheme (mem_page_fault) is
+// not offered.
 constexpr ifc::Field odp_field(ifc::Block transport, ifc::Field f) {
     return ifc::in(ifc::in(ifc::odp_cap::transport_page_fault_scheme_cap, transport), f);
 }
@@ -143,7 +146,8 @@ const CapEntry kOdpCaps[] = {
     ODP(ud_odp_caps, send, 1, 1, false),        ODP(xrc_odp_caps, send, 1, 0, true),
     ODP(xrc_odp_caps, receive, 1, 0, true),     ODP(xrc_odp_caps, write, 1, 0, true),
     ODP(xrc_odp_caps, read, 1, 0, true),        ODP(xrc_odp_caps, atomic, 1, 0, true),
-    ODP(xrc_odp_caps, srq_receive, 1, 0, true),
+    ODP(xrc_odp_caps, srq_receive, 1, 0, true), ODP(dc_odp_caps, send, 1, 0, true),
+    ODP(dc_odp_caps, srq_receive, 1, 0, true),
 };
 
 #undef ODP
