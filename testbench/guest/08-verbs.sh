@@ -74,6 +74,14 @@ rc=$?
 cat /tmp/dc.txt
 check "DC (DCI and DCT) across the fabric: the program passed (exit $rc)" test "$rc" = 0
 barrier dc 60
+# The same with on-demand paging (dc_odp_caps send, srq_receive): the DCI's
+# buffer given back to the kernel every turn, the SRQ's buffers never
+# touched before the device writes them; every byte checked as above.
+python3 /hcasim/py/dc_across.py "$me" $((1 - me)) /hcasim/shared "$(reps 8 4)" odp > /tmp/dc-odp.txt 2>&1
+rc=$?
+cat /tmp/dc-odp.txt
+check "DC with ODP buffers across the fabric: the program passed (exit $rc)" test "$rc" = 0
+barrier dc-odp 60
 # DEVX ownership (py/devx_isolation.py): a second process names the first
 # one's PD, CQ and UMEM in raw DEVX commands and is refused by the device;
 # the same commands naming its own objects succeed.

@@ -12,8 +12,18 @@ Both nodes' DCIs reach each DCT, so each DCT keeps a context per
 initiator, and the port's rx_dct_connect counter counts the connections. Finally a DCI that names the wrong DC access key gets no
 answer: its SEND completes with "retry exceeded" and the QP goes to error.
 
-    dc_across.py NODE PEER SHARED_DIR [ROUNDS]
+With "odp", the DCI's local buffer (SEND source, READ and FETCH_ADD
+results) and the SRQ's receive buffers are on-demand-paged anonymous
+memory: the receive pages are never touched before the device writes
+them, and the local pages go back to the kernel (MADV_DONTNEED) at the
+start of each of this node's turns, so the DCI's gathers and scatters and
+the DCT's receives page-fault under traffic (dc_odp_caps send and
+srq_receive); the DCT's RDMA target stays pinned.
+
+    dc_across.py NODE PEER SHARED_DIR [ROUNDS] [odp]
 Prints TAP lines; exit status 1 if a check failed."""
+import ctypes
+import mmap
 import struct
 import sys
 import time
@@ -27,6 +37,7 @@ from pyverbs.qp import QPAttr, QPCap, QPInitAttrEx
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR
 from verbs_enums import e, mlx5dv_enums  # noqa: E402
+from odp_across import madvise  # noqa: E402
 from verbs_rc import Tap, publish, wait_for  # noqa: E402
 
 dve = mlx5dv_enums()
@@ -34,8 +45,28 @@ KEY = 0x0dc0ffee
 SIZE = 4096
 RECVS = 64
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC
+ODP = len(sys.argv) > 5 and sys.argv[5] == "odp"
+TAG = "dcodp" if ODP else "dc"  # names of the files the nodes meet through
 tap = Tap()
 check = tap.check
+
+
+class OdpBuf:
+    """Anonymous memory under an on-demand-paged MR, with the MR's read
+    and write."""
+
+    def __init__(self, pd, size):
+        self.map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.buf = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.size = size
+        self.mr = MR(pd, size, ACCESS | e.IBV_ACCESS_ON_DEMAND, address=self.buf)
+        self.lkey, self.rkey = self.mr.lkey, self.mr.rkey
+
+    def read(self, length, offset):
+        return bytes(self.map[offset:offset + length])
+
+    def write(self, data, length):
+        self.map[0:length] = data[:length]
 
 
 def dct_connects():
@@ -62,8 +93,8 @@ class Node:
         # target: WRITE lands at 0, the counter at SIZE; local: READ
         # results, atomic results; recv: the SRQ's buffers.
         self.target = MR(self.pd, SIZE + 8, ACCESS)
-        self.local = MR(self.pd, SIZE + 8, ACCESS)
-        self.recv = MR(self.pd, SIZE * RECVS, ACCESS)
+        self.local = OdpBuf(self.pd, 2 * SIZE) if ODP else MR(self.pd, SIZE + 8, ACCESS)
+        self.recv = OdpBuf(self.pd, SIZE * RECVS) if ODP else MR(self.pd, SIZE * RECVS, ACCESS)
         for i in range(RECVS):
             self.srq.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(self.recv.buf + i * SIZE, SIZE, self.recv.lkey)]))
         self.recvs = self.good = 0
@@ -151,6 +182,8 @@ def run_turn(n, me, r, targets, patterns):
     """This node's DCI, in turn, to each DCT: SEND, WRITE, READ back,
     FETCH_ADD. SENDs that land on this node meanwhile are counted."""
     data = pattern(me, r)
+    if ODP:
+        madvise(n.local.buf, n.local.size)  # the DCI's gathers and scatters fault again
     for name, t in targets:
         n.local.write(data, SIZE)
         for op, what in ((e.IBV_WR_SEND, "SEND"), (e.IBV_WR_RDMA_WRITE, "RDMA WRITE"),
@@ -179,11 +212,11 @@ def main():
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     n = Node()
     connects = dct_connects()
-    check(f"a DCT (0x{n.dct.qp_num:x}) on an SRQ and a DCI (0x{n.dci.qp_num:x})", True)
+    check(f"a DCT (0x{n.dct.qp_num:x}) on an SRQ and a DCI (0x{n.dci.qp_num:x}){' (ODP buffers)' if ODP else ''}", True)
     n.target.write(bytes(SIZE + 8), SIZE + 8)
     mine = {"lid": n.lid, "dctn": n.dct.qp_num, "rkey": n.target.rkey, "addr": n.target.buf}
-    publish(shared, me, "dc", mine)
-    peer = wait_for(shared, peer_no, "dc")
+    publish(shared, me, TAG, mine)
+    peer = wait_for(shared, peer_no, TAG)
     targets = [("the other node's DCT", peer), ("its own DCT", mine)]
     patterns = {pattern(x, r) for x in (0, 1) for r in range(rounds)}
     # The nodes take turns, so that no WRITE races the READ that checks it.
@@ -192,9 +225,9 @@ def main():
             if turn == me:
                 if not run_turn(n, me, r, targets, patterns):
                     return
-                publish(shared, me, f"dc-r{r}", 1)
+                publish(shared, me, f"{TAG}-r{r}", 1)
             else:
-                wait_for(shared, turn, f"dc-r{r}", 120)
+                wait_for(shared, turn, f"{TAG}-r{r}", 120)
     while n.recvs < 2 * rounds:  # the SENDs of the peer's turns
         wc = n.poll("the SENDs of the other node")
         if wc is None:
@@ -206,6 +239,12 @@ def main():
     # 4 per DCT per round from each DCI.
     if connects is None:
         print("# this kernel's mlx5_ib shows no rx_dct_connect counter")
+    elif ODP:
+        # (A request sent again after a page fault's RNR NAK opens its
+        # connection again: more than 4 per round.)
+        got = dct_connects() - connects
+        check(f"the port's rx_dct_connect counter rose by {got}: at least 4 connections per round from each DCI",
+              got >= 8 * rounds)
     else:
         got = dct_connects() - connects
         check(f"the port's rx_dct_connect counter rose by {got}: 4 connections per round from each DCI",
@@ -219,8 +258,8 @@ def main():
     wc = n.poll("a SEND with the wrong access key", timeout=60)
     check(f"a SEND with the wrong DC access key fails with retry exceeded (status {wc.status if wc else None})",
           wc is not None and wc.status == e.IBV_WC_RETRY_EXC_ERR)
-    publish(shared, me, "dc-end", 1)
-    wait_for(shared, peer_no, "dc-end", 120)
+    publish(shared, me, f"{TAG}-end", 1)
+    wait_for(shared, peer_no, f"{TAG}-end", 120)
 
 
 main()
