@@ -21,46 +21,6 @@ namespace {
 // Budget units (8-byte translation entries) one tag entry is charged as.
 constexpr uint64_t kEntryUnits = (sizeof(TagEntry) + 7) / 8;
 
-const char *tm_app_name(uint8_t op) {
-    switch (op) {
-        case kTmConsumed:
-            return "TM_CONSUMED";
-        case kTmExpected:
-            return "TM_EXPECTED";
-        case kTmUnexpected:
-            return "TM_UNEXPECTED";
-        case kTmNoTag:
-            return "TM_NO_TAG";
-        case kTmAppend:
-            return "TM_APPEND";
-        case kTmRemove:
-            return "TM_REMOVE";
-        case kTmNoop:
-            return "TM_NOOP";
-        case kTmConsumedMsg:
-            return "TM_CONSUMED_MSG";
-        case kTmConsumedMsgSwRndv:
-            return "TM_CONSUMED_MSG_SW_RNDV";
-        case kTmMsgCanceled:
-            return "TM_MSG_COMPLETION_CANCELED";
-    }
-    return "TM_?";
-}
-
-const char *tmh_op_name(uint8_t op) {
-    switch (op) {
-        case kTmhNoTag:
-            return "NO_TAG";
-        case kTmhRndv:
-            return "RNDV";
-        case kTmhFin:
-            return "FIN";
-        case kTmhEager:
-            return "EAGER";
-    }
-    return "?";
-}
-
 }  // namespace
 
 std::unique_ptr<TagList> TagList::make(Budget &budget, unsigned log_size, bool rndv) {
@@ -179,7 +139,7 @@ void TagMatcher::list_cqe(Qp &qp, Srq &x, uint8_t app_op, uint16_t wqe_index, bo
     cqe.sop_drop_qpn.set(uint32_t{kWqeTagMatching} << 24 | qp.qpn);
     cqe.wqe_counter.set(wqe_index);
     cqe.op_own = static_cast<uint8_t>(kCqeNoPacket << 4);
-    HCA_TRACE(dev_, cqe_tm, .cqn = x.cqn, .qpn = qp.qpn, .op = tm_app_name(app_op), .wqe_counter = wqe_index,
+    HCA_TRACE(dev_, cqe_tm, .cqn = x.cqn, .qpn = qp.qpn, .op = trace_name_tm_app_op(app_op), .wqe_counter = wqe_index,
               .ok = success, .hw_cnt = x.tm->hw_phase);
     dev_.cqs.post(x.cqn, cqe, false);
 }
@@ -208,7 +168,7 @@ void TagMatcher::recv_cqe(const Qp &qp, uint32_t cqn, uint8_t app_op, uint16_t i
     cqe.wqe_counter.set(wqe_counter);
     // The match itself (data still to come) has no packet of its own.
     cqe.op_own = static_cast<uint8_t>((app_op == kTmConsumed ? kCqeNoPacket : uint8_t{kCqeRespSend}) << 4);
-    HCA_TRACE(dev_, cqe_tm, .cqn = cqn, .qpn = qp.qpn, .op = tm_app_name(app_op), .wqe_counter = wqe_counter,
+    HCA_TRACE(dev_, cqe_tm, .cqn = cqn, .qpn = qp.qpn, .op = trace_name_tm_app_op(app_op), .wqe_counter = wqe_counter,
               .entry = index, .tag = load_be64(tmh.data() + 8), .byte_cnt = byte_cnt, .pkt = trace_opt(pkt != 0, pkt));
     dev_.cqs.post(cqn, cqe, false);
 }
@@ -237,7 +197,7 @@ TmStart TagMatcher::start_message(Qp &qp, Srq &x, const iba::PacketView &v, bool
             }
         }
     }
-    HCA_TRACE(dev_, qp_tm_match, .qpn = qp.qpn, .xrqn = x.srqn, .tmh = tmh_op_name(tmh_op), .tag = tag,
+    HCA_TRACE(dev_, qp_tm_match, .qpn = qp.qpn, .xrqn = x.srqn, .tmh = trace_name_tmh_op(tmh_op), .tag = tag,
               .entry = trace_opt(best >= 0, best), .hw_cnt = tl.hw_phase, .sw_cnt = tl.sw_phase);
     r.srq = true;
     r.srqn = x.srqn;
