@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "datapath/odp.h"
 #include "fault/faults.h"
+#include "fifo.h"
 #include "fw/cmdif.h"
 #include "fw/firmware.h"
 #include "fw/fw_limits.h"
@@ -246,8 +246,8 @@ class Device {
         uint8_t size;
         uint8_t data[8];
     };
-    std::deque<Doorbell> doorbells_;
-    std::deque<Packet> rx_;  // packets waiting for the receive side
+    Fifo<Doorbell, 256> doorbells_;
+    Fifo<Packet, 256> rx_;    // packets waiting for the receive side
     size_t rx_bytes_ = 0;     // their bytes
     bool rx_refused_ = false;  // port_rx_room() said 0 since the last resume
     bool tx_waiting_ = false;  // the send queues wait for the link

@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "alloc_count.h"
 #include "driver.h"
 
 using namespace hcatest;
@@ -90,7 +91,33 @@ double ns(Clock::duration d) { return std::chrono::duration<double, std::nano>(d
 struct Timing {
     double total = 0;
     double model = 0;
+    double allocs = 0;  // heap allocations per WQE inside the model, after the first kWarm runs
 };
+
+// Runs before the heap allocations count: the device's queues, rings and
+// packet buffers grow to the traffic first.
+constexpr int kWarm = 8;
+
+// One device run (or both devices' runs and the link between them), timed
+// and, past the warm-up, its heap allocations counted.
+template <typename Pump>
+void timed(Pump pump, int run, Clock::duration &model, uint64_t &allocs) {
+    if (run >= kWarm) {
+        AllocCount::start();
+    }
+    const auto t1 = Clock::now();
+    pump();
+    model += Clock::now() - t1;
+    if (run >= kWarm) {
+        allocs += AllocCount::stop();
+    }
+}
+
+// Allocations per WQE over the runs past the warm-up.
+double counted_per_wqe(uint64_t allocs, int n, int batch) {
+    const int runs = (n + batch - 1) / batch - kWarm;
+    return runs > 0 ? double(allocs) / (double(runs) * batch) : 0;
+}
 
 // batch: WQEs posted (each with its doorbell) before the device runs, as
 // under QEMU, where the vCPU rings and the main loop runs the device later.
@@ -105,19 +132,18 @@ Timing ud_send(const char *trace, int n, int batch) {
     s.d.ud_to_rts(q, 1);
     s.d.run_on_doorbell = false;
     Clock::duration model{};
+    uint64_t allocs = 0;
     const auto t0 = Clock::now();
     for (int i = 0; i < n; i += batch) {
         for (int k = 0; k < batch; ++k) {
             s.d.post_recv(q, s.mr.key, s.mr.iova + uint64_t(k) * 128, 128);
             s.d.post_ud_send(a, 7, q.qpn, 1, {{s.mr.key, s.mr.iova + 8192 + uint64_t(k) * 64, 64}});
         }
-        const auto t1 = Clock::now();
-        b.pump();
-        model += Clock::now() - t1;
+        timed([&] { b.pump(); }, i / batch, model, allocs);
         s.drain();
     }
     const int done = (n + batch - 1) / batch * batch;
-    return {ns(Clock::now() - t0) / done, ns(model) / done};
+    return {ns(Clock::now() - t0) / done, ns(model) / done, counted_per_wqe(allocs, n, batch)};
 }
 
 Timing rc(const char *trace, int n, bool write, uint32_t len, int batch) {
@@ -130,6 +156,7 @@ Timing rc(const char *trace, int n, bool write, uint32_t len, int batch) {
     y.d.connect_qp(qb, qa.qpn, 1, 5);
     x.d.run_on_doorbell = false;
     Clock::duration model{};
+    uint64_t allocs = 0;
     const auto t0 = Clock::now();
     for (int i = 0; i < n; i += batch) {
         for (int k = 0; k < batch; ++k) {
@@ -144,14 +171,12 @@ Timing rc(const char *trace, int n, bool write, uint32_t len, int batch) {
             }
             x.d.post_send(qa, wr);
         }
-        const auto t1 = Clock::now();
-        w.pump();
-        model += Clock::now() - t1;
+        timed([&] { w.pump(); }, i / batch, model, allocs);
         x.drain();
         y.drain();
     }
     const int done = (n + batch - 1) / batch * batch;
-    return {ns(Clock::now() - t0) / done, ns(model) / done};
+    return {ns(Clock::now() - t0) / done, ns(model) / done, counted_per_wqe(allocs, n, batch)};
 }
 
 // A plain memcpy of len bytes between the two buffers an RDMA WRITE of
@@ -203,20 +228,26 @@ void model_core(int n, int rounds) {
     std::printf("\nmodel core, trace off: ns per WQE inside the device (its runs and the frames it takes "
                 "in), and in all (the fake driver too); fastest of %d interleaved rounds\n\n",
                 rounds);
-    std::printf("The last column: the model with link CRCs on (every packet's ICRC and VCRC computed and "
-                "checked by the devices, as before the link carried packets without them).\n\n");
-    std::printf("%-36s %9s %9s %9s %12s %10s\n", "work request", "WQEs/run", "model", "all", "model WQE/s",
-                "CRCs on");
+    std::printf(
+        "allocs/WQE: heap allocations (operator new) per WQE inside the device's runs once %d runs "
+        "have warmed its queues up (the most of any round; the goal is none).\n",
+        kWarm);
+    std::printf(
+        "CRCs on: the model with link CRCs on (every packet's ICRC and VCRC computed and "
+        "checked by the devices, as before the link carried packets without them).\n\n");
+    std::printf("%-36s %9s %9s %9s %12s %10s %11s\n", "work request", "WQEs/run", "model", "all", "model WQE/s",
+                "CRCs on", "allocs/WQE");
     double batched[kNumCases] = {}, batched_crcs[kNumCases] = {};
     double copy = 1e300;
     for (int c = 0; c < kNumCases; ++c) {
         for (int batch : {1, kBatch}) {
-            Timing best{1e300, 1e300};
+            Timing best{1e300, 1e300, 0};
             double crcs = 1e300;
             for (int r = 0; r < rounds; ++r) {
                 const Timing t = kCases[c].fn(nullptr, n, batch);
                 best.total = std::min(best.total, t.total);
                 best.model = std::min(best.model, t.model);
+                best.allocs = std::max(best.allocs, t.allocs);
                 g_link_crcs = true;
                 crcs = std::min(crcs, kCases[c].fn(nullptr, n, batch).model);
                 g_link_crcs = false;
@@ -224,8 +255,8 @@ void model_core(int n, int rounds) {
                     copy = std::min(copy, memcpy_ns(n, 4096, kBatch));
                 }
             }
-            std::printf("%-36s %9d %9.0f %9.0f %12.0f %10.0f\n", batch == 1 ? kCases[c].name : "", batch,
-                        best.model, best.total, 1e9 / best.model, crcs);
+            std::printf("%-36s %9d %9.0f %9.0f %12.0f %10.0f %11.4f\n", batch == 1 ? kCases[c].name : "", batch,
+                        best.model, best.total, 1e9 / best.model, crcs, best.allocs);
             if (batch == kBatch) {
                 batched[c] = best.model;
                 batched_crcs[c] = crcs;
@@ -280,7 +311,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
             const Timing t = kCases[c].fn(nullptr, std::stoi(argv[i + 2]), batch);
-            std::printf("%.3f %.3f\n", t.total, t.model);
+            std::printf("%.3f %.3f %.4f\n", t.total, t.model, t.allocs);
             return 0;
         } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
             rounds = std::max(1, std::stoi(argv[++i]));

@@ -4,11 +4,11 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <vector>
 
 #include "datapath/wqe.h"
+#include "fifo.h"
 #include "timers.h"
 
 namespace hca {
@@ -81,7 +81,10 @@ inline bool req_waits(ReqState s) {
 struct RcState {
     // Requester (and completer).
     ReqState req = ReqState::Idle;
-    std::deque<RcWqe> pending;   // in WQE order, until completed
+    // In WQE order, until completed. A QP keeps the storage of up to 32
+    // (about 6 KiB) once it has had that many in flight: no allocation per
+    // WQE while it streams.
+    Fifo<RcWqe, 32> pending;
     uint32_t una = 0;            // oldest PSN not yet acknowledged
     uint32_t tx_psn = 0;         // next PSN to (re)transmit; behind next_send_psn while packets wait for the budget
     uint8_t retry_left = 0;

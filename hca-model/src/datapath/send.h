@@ -7,13 +7,13 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <span>
 #include <vector>
 
 #include "datapath/umr.h"
 #include "datapath/wqe.h"
+#include "fifo.h"
 #include "iba/packet.h"
 #include "objects/mkey.h"
 
@@ -109,7 +109,7 @@ class SendQueue {
     };
     std::map<uint32_t, BfCapture> bf_;
     std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
-    std::deque<uint32_t> pending_;              // QPs rung or left with work, in turn order
+    Fifo<uint32_t, 1024> pending_;              // QPs rung or left with work, in turn order
     uint32_t quantum_ = 0;                      // what the QP being served may still do in this turn
     uint64_t bf_executed_ = 0;
 };

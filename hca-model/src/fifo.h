@@ -1,0 +1,60 @@
+// A first-in first-out queue over a ring that keeps its storage: in a
+// steady state pushing and popping allocate nothing (a std::deque
+// allocates a node every few elements and frees it once they are popped,
+// a heap allocation per few packets or WQEs). The ring doubles when full;
+// the storage a burst beyond Keep elements took is given back when the
+// queue drains.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include <boost/circular_buffer.hpp>
+
+namespace hca {
+
+template <typename T, size_t Keep = 64>
+class Fifo {
+  public:
+    using Ring = boost::circular_buffer<T>;
+    bool empty() const { return ring_.empty(); }
+    size_t size() const { return ring_.size(); }
+    T &front() { return ring_.front(); }
+    const T &front() const { return ring_.front(); }
+    T &back() { return ring_.back(); }
+    typename Ring::iterator begin() { return ring_.begin(); }
+    typename Ring::iterator end() { return ring_.end(); }
+    typename Ring::const_iterator begin() const { return ring_.begin(); }
+    typename Ring::const_iterator end() const { return ring_.end(); }
+    // References into the queue stay valid unless the ring has to grow.
+    void push_back(T &&v) {
+        if (ring_.full()) {
+            ring_.set_capacity(std::max<size_t>(8, ring_.capacity() * 2));
+        }
+        ring_.push_back(std::move(v));
+    }
+    void push_back(const T &v) { push_back(T(v)); }
+    void pop_front() {
+        ring_.pop_front();
+        shrink();
+    }
+    typename Ring::iterator erase(typename Ring::iterator it) {
+        it = ring_.erase(it);
+        shrink();
+        return it;
+    }
+    void clear() {
+        ring_.clear();
+        shrink();
+    }
+
+  private:
+    void shrink() {
+        if (ring_.empty() && ring_.capacity() > Keep) {
+            ring_.set_capacity(Keep);
+        }
+    }
+    Ring ring_;
+};
+
+}  // namespace hca
