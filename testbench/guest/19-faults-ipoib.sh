@@ -116,9 +116,16 @@ if [ "$me" = 0 ]; then
     mark=$(dmesg | wc -l)
     check "armed lost-msix for the next completion interrupt of ib0's receive CQ $rcq" \
         hca_fault "lost-msix:event=comp,cqn=$rcq"
+    # The first reply may still get through: its EQE can land on the EQ
+    # while the driver is handling the interrupt of the echo request's send
+    # completion (same EQ), before the fault has an interrupt to take
+    # (seen once in CI: the fault fired on the second reply). From then on
+    # every reply is lost.
     l=$(ping_loss -c 10 -i 0.5 -w 12 "$peerip")
-    echo "# ping after the lost interrupt: $l % loss"
-    check "ib0 receives nothing any more: ping loses every reply (100 % loss)" test "$l" = 100
+    got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' /tmp/ping.txt)
+    echo "# ping after the lost interrupt: $l % loss, ${got:-?} replies"
+    check "ib0 receives nothing any more: ping gets at most the first reply (got ${got:-?})" \
+        test "${got:-9}" -le 1
     check "ib0 keeps its carrier: nothing in ib_ipoib notices the lost interrupt" ipoib_carrier
     check "nothing in dmesg about it" sh -c "! dmesg | tail -n +$((mark + 1)) | grep -qiE 'mlx5|ib0|ipoib'"
     l=$(ping_loss -c 5 -i 0.5 -w 8 "$peerip")
