@@ -212,7 +212,7 @@ TmStart TagMatcher::start_message(Qp &qp, Srq &x, const iba::PacketView &v, bool
         if (tmh_op == kTmhRndv) {
             return start_rndv(qp, x, taken, index, p, v, pkt) ? TmStart::Done : TmStart::Failed;
         }
-        r.sges.push_back(taken.buf);
+        r.sges.assign(1, taken.buf);  // not push_back: GCC 12 misreads the inlined growth path (-Wstringop-overflow)
         r.skip = kTmhLen;
         r.tm_app = last ? kTmConsumedMsg : kTmExpected;
         if (!last) {
