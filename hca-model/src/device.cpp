@@ -310,9 +310,25 @@ void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
     Doorbell db{.uar = page, .offset = static_cast<uint16_t>(offset & (kPageSize - 1)),
                 .size = static_cast<uint8_t>(size), .data = {}};
     std::memcpy(db.data, data, size);
+    if (doorbells_.size() >= kMaxDoorbells) {
+        ++counters.doorbell_stalls;
+        HCA_TRACE(*this, uar_stall, .queued = doorbells_.size(),
+                  .reason = "the guest rings faster than the device runs: the queued doorbells ring now");
+        ring_queued_doorbells();
+    }
     doorbells_.push_back(db);
     ++counters.doorbells;
     schedule();
+}
+
+// What a doorbell does is small and bounded (record a producer index,
+// arm a CQ or an EQ); the work it asks for waits for run()'s budget.
+void Device::ring_queued_doorbells() {
+    while (!doorbells_.empty()) {
+        const Doorbell db = doorbells_.front();
+        doorbells_.pop_front();
+        uar_doorbell(db.uar, db.offset, db.data, db.size);
+    }
 }
 
 void Device::run() {
@@ -335,11 +351,7 @@ void Device::run() {
     // stall acknowledgements and responses, nor a flood from the wire the
     // send queues.
     while (budget_left()) {
-        while (!doorbells_.empty()) {
-            const Doorbell db = doorbells_.front();
-            doorbells_.pop_front();
-            uar_doorbell(db.uar, db.offset, db.data, db.size);
-        }
+        ring_queued_doorbells();
         for (uint32_t n = 0; !rx_.empty() && budget_left() && n < kRunPackets / 2; ++n) {
             Packet pkt = std::move(rx_.front());
             rx_.pop_front();
@@ -622,10 +634,10 @@ std::string Device::info() {
     s += mkeys.info();
     s += fmt::format(
         "counters: commands={} command_errors={} eqes={} msix={} doorbells={} guest_errors={} packets_tx={} "
-        "packets_rx={} packets_looped={} packets_dropped={} link_tx_waits={} link_rx_waits={}\n",
+        "packets_rx={} packets_looped={} packets_dropped={} link_tx_waits={} link_rx_waits={} doorbell_stalls={}\n",
         counters.commands, counters.command_errors, counters.eqes, counters.msix, counters.doorbells,
         counters.guest_errors, counters.packets_tx, counters.packets_rx, counters.packets_looped,
-        counters.packets_dropped, counters.tx_waits, counters.rx_waits);
+        counters.packets_dropped, counters.tx_waits, counters.rx_waits, counters.doorbell_stalls);
     return s;
 }
 

@@ -212,6 +212,7 @@ class Device {
         uint64_t packets_dropped = 0;
         uint64_t tx_waits = 0;  // times the send queues waited for the link
         uint64_t rx_waits = 0;  // times received bytes were refused
+        uint64_t doorbell_stalls = 0;  // MMIO writes that found kMaxDoorbells queued
     } counters;
 
   private:
@@ -246,7 +247,12 @@ class Device {
         uint8_t size;
         uint8_t data[8];
     };
+    // At most kMaxDoorbells wait for run(); a guest that rings faster than
+    // the main loop runs the device has the queue worked off in its MMIO
+    // write, as a PCIe link out of posted-write credits would stall it.
+    static constexpr size_t kMaxDoorbells = 4096;
     Fifo<Doorbell, 256> doorbells_;
+    void ring_queued_doorbells();
     Fifo<Packet, 256> rx_;    // packets waiting for the receive side
     size_t rx_bytes_ = 0;     // their bytes
     bool rx_refused_ = false;  // port_rx_room() said 0 since the last resume

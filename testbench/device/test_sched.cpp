@@ -7,6 +7,7 @@
 
 #include "iba/link.h"
 #include "pair.h"
+#include "ud_setup.h"
 
 using namespace hcatest;
 
@@ -229,4 +230,41 @@ TEST_CASE("flow control: send queues wait for a backed-up link, a device behind 
     p.w.b.pump();
     CHECK(p.w.b.host.rx_resumes == 1);
     CHECK(db.port_rx_room() == hca::Device::kRxHigh);
+}
+
+TEST_CASE("a guest that rings faster than the device runs: the doorbell queue stays bounded", "[sched][uar]") {
+    UdSetup s;
+    CmdResult r;
+    auto a = s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 7, 6, &r);
+    auto q = s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 7, 6, &r);
+    REQUIRE(r.status == 0);
+    s.d.ud_to_rts(a, 0x11);
+    s.d.ud_to_rts(q, 0x11);
+    const uint64_t src = s.buffer(64 * 16, 1), dst = s.b.host.alloc(128 * 16, 64);
+    s.d.run_on_doorbell = false;
+    for (int k = 0; k < 16; ++k) {
+        s.d.post_recv(q, s.lkey, dst + uint64_t(k) * 128, 128);
+        s.d.post_ud_send(a, 5, q.qpn, 0x11, {{s.lkey, src + uint64_t(k) * 64, 64}});
+    }
+    // The driver rings the last WQE's doorbell again and again before the
+    // device runs once: 16 + 5,000 MMIO writes.
+    const uint64_t before = s.b.dev.counters.doorbells;
+    for (int i = 0; i < 5000; ++i) {
+        ring_only(s.d, a);
+    }
+    CHECK(s.b.dev.counters.doorbells - before >= 5000);
+    CHECK(s.b.dev.counters.doorbell_stalls == 1);  // at the 4,097th waiting write
+    s.b.pump();
+    int sent = 0, received = 0;
+    while (auto c = s.d.next_cqe(s.scq)) {
+        CHECK((*c)[63] >> 4 == hca::kCqeReq);
+        ++sent;
+    }
+    while (auto c = s.d.next_cqe(s.rcq)) {
+        CHECK((*c)[63] >> 4 == hca::kCqeRespSend);
+        ++received;
+    }
+    CHECK(sent == 16);  // each WQE once, however often it was rung
+    CHECK(received == 16);
+    CHECK(s.b.dev.info().find("doorbell_stalls=1") != std::string::npos);
 }
