@@ -275,10 +275,6 @@ bool RcRequester::parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
     return true;
 }
 
-// Sends packet k of w: a segment of a SEND or RDMA WRITE, the request for
-// the rest of a READ from packet k on (IBA 9.4.4: a retried read may start
-// in the middle), or the atomic request. Returns the PSNs it covered, 0 if
-// gathering the payload failed (synd says why).
 // A QP reset starts a new requester: nothing of the old one survives,
 // its timers included.
 void RcRequester::reset(Qp &qp) {
@@ -288,45 +284,76 @@ void RcRequester::reset(Qp &qp) {
             *t = 0;
         }
     }
-    qp.rc.req = ReqState::Idle;
+    enter(qp, ReqState::Idle, "the QP was reset");
 }
+
+// The QP is in error: the started but unfinished WQEs complete in order
+// with a flush error (on a QP without a send queue: the device's own
+// rendezvous work).
+void RcRequester::flush(Qp &qp) {
+    if (qp.connected()) {
+        enter(qp, ReqState::Error, "the QP is in error");
+    }
+    while (!qp.rc.pending.empty()) {
+        RcWqe w = std::move(qp.rc.pending.front());
+        qp.rc.pending.pop_front();
+        wqe_done(qp, w, kSyndWrFlush);
+    }
+}
+
+// A local operation (NOP, UMR) is done: its CQE comes in order behind the
+// messages still outstanding.
+void RcRequester::local_done(Qp &qp, const SqWqe &sw) {
+    RcWqe r;
+    r.index = sw.index;
+    r.opcode = sw.opcode;
+    r.signaled = sw.signaled;
+    r.acked = true;
+    r.npkts = 0;
+    r.first_psn = qp.next_send_psn;
+    qp.rc.pending.push_back(std::move(r));
+    complete(qp);
+}
+
+// Sends packet k of w: a segment of a SEND or RDMA WRITE, the request for
+// the rest of a READ from packet k on (IBA 9.4.4: a retried read may start
+// in the middle), or the atomic request. Returns the PSNs it covered, 0 if
+// gathering the payload failed (synd says why).
 
 uint32_t RcRequester::send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
     const uint8_t t = transport_of(qp.st);
     const uint32_t mtu = rc_mtu(dev_, qp);
-    uint8_t ext[sizeof(iba::DcEth) + 16 + 28 + 4];
-    size_t n = 0;
+    iba::ExtHeaders ext;
     if (qp.st == kQpDci) {
-        // The packet that opens the connection says so (iba::DcEth).
+        // The packet that opens the connection says so.
         const bool connect = ((w.first_psn + k) & 0xffffff) == qp.dc.conn_psn;
-        store_be64(ext, qp.dc.key);
-        store_be32(ext + 8, qp.qpn | (connect ? iba::kDcConnect : 0));
-        n = sizeof(iba::DcEth);
+        auto &dc = ext.add<iba::DcEth>();
+        dc.key.set(qp.dc.key);
+        dc.dci.set(qp.qpn | (connect ? iba::kDcConnect : 0));
     }
     if (qp.st == kQpXrc) {
-        store_be32(ext, w.xrc_srqn);
-        n = 4;
+        ext.add<iba::XrcEth>().srqn.set(w.xrc_srqn);
     }
     if (w.is_read()) {
         const uint32_t off = k * mtu;
-        store_be64(ext + n, w.raddr + off);
-        store_be32(ext + n + 8, w.rkey);
-        store_be32(ext + n + 12, w.length - std::min(off, w.length));
-        n += 16;
+        auto &reth = ext.add<iba::Reth>();
+        reth.va.set(w.raddr + off);
+        reth.rkey.set(w.rkey);
+        reth.dma_len.set(w.length - std::min(off, w.length));
         w.next_resp_psn = (w.first_psn + k) & 0xffffff;
-        rc_transmit(dev_, qp, t | iba::kReadRequest, w.first_psn + k, true, false, {ext, n}, {}, qp.remote_qpn,
+        rc_transmit(dev_, qp, t | iba::kReadRequest, w.first_psn + k, true, false, ext.bytes(), {}, qp.remote_qpn,
                     w.index);
         return w.npkts - k;
     }
     if (w.is_atomic()) {
-        store_be64(ext + n, w.raddr);
-        store_be32(ext + n + 8, w.rkey);
-        store_be64(ext + n + 12, w.swap_add);
-        store_be64(ext + n + 20, w.compare);
-        n += 28;
+        auto &at = ext.add<iba::AtomicEth>();
+        at.va.set(w.raddr);
+        at.rkey.set(w.rkey);
+        at.swap_add.set(w.swap_add);
+        at.compare.set(w.compare);
         const uint8_t op = w.opcode == kWqeAtomicCs || w.opcode == kWqeAtomicMaskedCs ? iba::kCompareSwap
                                                                                        : iba::kFetchAdd;
-        rc_transmit(dev_, qp, t | op, w.first_psn, true, false, {ext, n}, {}, qp.remote_qpn, w.index);
+        rc_transmit(dev_, qp, t | op, w.first_psn, true, false, ext.bytes(), {}, qp.remote_qpn, w.index);
         return 1;
     }
     const bool write = w.opcode == kWqeRdmaWrite || w.opcode == kWqeRdmaWriteImm;
@@ -349,22 +376,23 @@ uint32_t RcRequester::send_packet(Qp &qp, RcWqe &w, uint32_t k, uint8_t &synd) {
                            : iba::kSendMiddle;
     }
     if (write && first) {
-        store_be64(ext + n, w.raddr);
-        store_be32(ext + n + 8, w.rkey);
-        store_be32(ext + n + 12, w.length);
-        n += 16;
+        auto &reth = ext.add<iba::Reth>();
+        reth.va.set(w.raddr);
+        reth.rkey.set(w.rkey);
+        reth.dma_len.set(w.length);
     }
-    if (last && (imm || inv)) {
-        store_be32(ext + n, w.imm);
-        n += 4;
+    if (last && imm) {
+        ext.add<iba::ImmDt>().data.set(w.imm);
+    } else if (last && inv) {
+        ext.add<iba::Ieth>().rkey.set(w.imm);
     }
     // AckReq on the last packet of every message, and every 16 packets
     // of long ones so the requester's window keeps moving.
     const bool ack_req = t != iba::kUc && (last || (k % 16) == 15);
     // The payload is gathered straight into the packet.
     Packet pkt = dev_.new_packet();
-    uint8_t *at =
-        rc_headers(dev_, qp, pkt, t | op, w.first_psn + k, ack_req, last && w.solicited, {ext, n}, len, qp.remote_qpn);
+    uint8_t *at = rc_headers(dev_, qp, pkt, t | op, w.first_psn + k, ack_req, last && w.solicited, ext.bytes(), len,
+                             qp.remote_qpn);
     if (!gather(dev_, qp, w.index, w.data, off, len, at, chunks_, synd)) {
         dev_.recycle(std::move(pkt));
         return 0;

@@ -47,6 +47,11 @@ class RcRequester {
     void enter(Qp &qp, ReqState to, const char *why = nullptr);
     // The QP was reset: its timers are cancelled, the state is idle.
     void reset(Qp &qp);
+    // The QP is in error: every started WQE completes with a flush error.
+    void flush(Qp &qp);
+    // A local WQE (NOP, UMR) is done; it completes behind the messages
+    // still outstanding.
+    void local_done(Qp &qp, const SqWqe &sw);
     // PAGE_FAULT_RESUME for the requester's page fault: send again from
     // the packet that faulted, or (error) fail.
     void resume(Qp &qp, bool error);

@@ -81,6 +81,11 @@ const RcState::ReadReq *find_read(const RcState &rc, unsigned window, uint32_t p
     return nullptr;
 }
 
+// A response's AETH (IBA 9.3.5): the syndrome and the responder's MSN.
+void add_aeth(iba::ExtHeaders &ext, const Qp &qp, uint8_t syndrome) {
+    ext.add<iba::Aeth>().syndrome_msn.set(uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
+}
+
 }  // namespace
 
 // IBA 9.7.5.1.1: a responder may acknowledge several requests with one ACK
@@ -122,8 +127,8 @@ void RcResponder::pay_acks() {
 
 void RcResponder::ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     pay_ack(qp);
-    uint8_t aeth[4];
-    store_be32(aeth, uint32_t{syndrome} << 24 | (qp.rc.msn & 0xffffff));
+    iba::ExtHeaders aeth;
+    add_aeth(aeth, qp, syndrome);
     const uint8_t t = response_transport(qp.st);
     const uint8_t kind = syndrome & 0xe0;
     if (kind == kAethAck) {
@@ -133,7 +138,7 @@ void RcResponder::ack(Qp &qp, uint32_t psn, uint8_t syndrome) {
     } else {
         HCA_TRACE(dev_, pkt_nak_out, qp.qpn, psn, syndrome, qp.rc.msn);
     }
-    rc_transmit(dev_, qp, t | iba::kAck, psn, false, false, aeth, {}, qp.remote_qpn);
+    rc_transmit(dev_, qp, t | iba::kAck, psn, false, false, aeth.bytes(), {}, qp.remote_qpn);
 }
 
 // Responder-side fatal error: NAK the requester, complete the receive WQE in
@@ -376,7 +381,7 @@ bool RcResponder::on_send(Qp &qp, const iba::PacketView &v) {
     std::span<const uint8_t> data = v.payload;
     if (is_first(op)) {
         Srq *xrq = qps_.tm().xrq_of(qp);
-        const TmStart st = xrq                ? qps_.tm().start_message(qp, *xrq, v, is_last(op), pkt_)
+        const TmStart st = xrq                ? qps_.tm().start_message(qp, qp.rc.recv, *xrq, v, is_last(op), pkt_)
                            : take_recv(qp, v) ? TmStart::Deliver
                                               : TmStart::NoBuffer;
         if (st == TmStart::NoBuffer) {
@@ -581,12 +586,8 @@ void RcResponder::on_duplicate(Qp &qp, const iba::PacketView &v) {
     } else if (op == iba::kCompareSwap || op == iba::kFetchAdd) {
         auto it = qp.rc.atomic_replay.find(psn);
         if (it != qp.rc.atomic_replay.end()) {
-            uint8_t ext[12];
-            store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
-            store_be64(ext + 4, it->second);
             pay_ack(qp);  // acknowledgements leave in PSN order
-            rc_transmit(dev_, qp, response_transport(qp.st) | iba::kAtomicAck, psn, false, false, ext, {},
-                        qp.remote_qpn);
+            atomic_ack(qp, psn, it->second);
         }
     } else if (v.ack_req()) {
         ack(qp, (qp.rc.epsn - 1) & 0xffffff, kAethAck | kAckCreditInvalid);
@@ -649,14 +650,14 @@ bool RcResponder::on_read(Qp &qp, const iba::PacketView &v, bool fresh) {
                            : first       ? iba::kReadRespFirst
                            : last        ? iba::kReadRespLast
                                          : iba::kReadRespMiddle;
-        uint8_t aeth[4];
-        store_be32(aeth, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
-        const bool with_aeth = op != iba::kReadRespMiddle;
+        iba::ExtHeaders aeth;
+        if (op != iba::kReadRespMiddle) {
+            add_aeth(aeth, qp, kAethAck | kAckCreditInvalid);
+        }
         // The n bytes of this response, read from the translated chunks
         // straight into the packet.
         Packet pkt = dev_.new_packet();
-        uint8_t *data =
-            rc_headers(dev_, qp, pkt, t | op, psn + k, false, false, {aeth, with_aeth ? 4u : 0u}, n, qp.remote_qpn);
+        uint8_t *data = rc_headers(dev_, qp, pkt, t | op, psn + k, false, false, aeth.bytes(), n, qp.remote_qpn);
         uint32_t got = 0;
         while (got < n && chunk < chunks.size()) {
             const uint32_t m = std::min(n - got, chunks[chunk].len - chunk_off);
@@ -733,12 +734,18 @@ bool RcResponder::on_atomic(Qp &qp, const iba::PacketView &v) {
         qp.rc.atomic_replay.erase(qp.rc.atomic_replay.begin());
     }
     qp.rc.msn = (qp.rc.msn + 1) & 0xffffff;
-    uint8_t ext[12];
-    store_be32(ext, uint32_t{kAethAck | kAckCreditInvalid} << 24 | (qp.rc.msn & 0xffffff));
-    store_be64(ext + 4, orig);
     pay_ack(qp);  // acknowledgements leave in PSN order
-    rc_transmit(dev_, qp, response_transport(qp.st) | iba::kAtomicAck, psn, false, false, ext, {}, qp.remote_qpn);
+    atomic_ack(qp, psn, orig);
     return true;
+}
+
+// The answer to an atomic request: the AETH and the value the target held.
+void RcResponder::atomic_ack(Qp &qp, uint32_t psn, uint64_t orig) {
+    iba::ExtHeaders ext;
+    add_aeth(ext, qp, kAethAck | kAckCreditInvalid);
+    ext.add<iba::AtomicAckEth>().orig.set(orig);
+    rc_transmit(dev_, qp, response_transport(qp.st) | iba::kAtomicAck, psn, false, false, ext.bytes(), {},
+                qp.remote_qpn);
 }
 
 }  // namespace hca

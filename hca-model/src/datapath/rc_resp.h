@@ -28,6 +28,9 @@ class RcResponder {
     // The ACKs coalesced while a batch of packets was received: one per
     // QP, for the newest PSN. The device calls it after each batch.
     void pay_acks();
+    // Between messages, with no ACK owed: the QP's responder state can be
+    // dropped without losing anything (a DCT initiator context, objects/dct.cpp).
+    static bool idle(const RcState &rc) { return rc.resp == RespState::Idle && !rc.ack_owed; }
 
   private:
     bool accepts(Qp &qp, const Packet &pkt, const iba::PacketView &v);
@@ -44,6 +47,7 @@ class RcResponder {
     bool on_atomic(Qp &qp, const iba::PacketView &v);
     void on_duplicate(Qp &qp, const iba::PacketView &v);
     void ack(Qp &qp, uint32_t psn, uint8_t syndrome);
+    void atomic_ack(Qp &qp, uint32_t psn, uint64_t orig);
     void owe_ack(Qp &qp, uint32_t psn);
     void pay_ack(Qp &qp);
     void fail(Qp &qp, uint32_t psn, uint8_t nak, uint8_t cqe_synd, const char *why);

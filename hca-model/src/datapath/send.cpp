@@ -180,7 +180,7 @@ SendQueue::Fetch SendQueue::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint3
         auto it = qp.bf_wqes.find(index);
         if (it != qp.bf_wqes.end()) {
             wqe_buf_ = it->second;  // dropped by consume_wqe()
-            ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
+            ds = wqe_ds(wqe_buf_.data());
             bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
             HCA_TRACE(dev_, wqe_blueflame, .qpn = qp.qpn, .index = index,
                       .reason = "executing the WQE from the BlueFlame write");
@@ -193,7 +193,7 @@ SendQueue::Fetch SendQueue::fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint3
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x} is not guest memory", qp.qpn, index);
         return Fetch::NotReadable;
     }
-    ds = load_be32(wqe_buf_.data() + 4) & 0x3f;
+    ds = wqe_ds(wqe_buf_.data());
     bbs = std::max<uint32_t>(1, (ds * 16 + kWqeBb - 1) / kWqeBb);
     if (ds == 0 || ds > max_ds || bbs > static_cast<uint16_t>(pi - index)) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: DS {} (max {}, {} WQEBBs posted)", qp.qpn, index, ds, max_ds,
@@ -409,15 +409,7 @@ bool SendQueue::local_done(Qp &qp, const SqWqe &w) {
         req_cqe(dev_, qp, w.index, w.opcode, 0, w.signaled, false);
         return true;
     }
-    RcWqe r;
-    r.index = w.index;
-    r.opcode = w.opcode;
-    r.signaled = w.signaled;
-    r.acked = true;
-    r.npkts = 0;
-    r.first_psn = qp.next_send_psn;
-    qp.rc.pending.push_back(std::move(r));
-    qps_.requester().complete(qp);
+    qps_.requester().local_done(qp, w);
     return true;
 }
 
@@ -513,24 +505,23 @@ bool SendQueue::send_ud(Qp &qp, const SqWqe &w) {
     const uint32_t qkey = (av_qkey & 0x80000000u) ? qp.qkey : av_qkey;
     iba::PacketSpec s;
     ud_spec(qp, w, av, s);
-    uint8_t ext[12];
-    store_be32(ext, qkey);
-    store_be32(ext + 4, qp.ib_qpn());
-    size_t ext_len = 8;
+    iba::ExtHeaders ext;
+    auto &deth = ext.add<iba::Deth>();
+    deth.qkey.set(qkey);
+    deth.sqpn.set(qp.ib_qpn());
     if (w.opcode == kWqeSendImm) {
-        store_be32(ext + 8, w.imm);
-        ext_len = 12;
+        ext.add<iba::ImmDt>().data.set(w.imm);
     }
     HCA_TRACE(dev_, wqe_datagram, .qpn = qp.qpn, .dlid = s.dlid, .dqpn = s.dqpn, .qkey = qkey, .sl = s.sl, .grh = s.grh,
               .dgid = trace_opt(s.grh, s.dgid));
     if (lso) {
-        return send_lso(qp, w, s, {ext, ext_len}, eo, mtu);
+        return send_lso(qp, w, s, ext.bytes(), eo, mtu);
     }
     // The payload (the inline header, then the gather list) is gathered
     // straight into the packet.
     s.psn = qp.next_send_psn;
     Packet pkt = dev_.new_packet();
-    uint8_t *at = iba::build_headers(pkt.bytes, s, {ext, ext_len}, len);
+    uint8_t *at = iba::build_headers(pkt.bytes, s, ext.bytes(), len);
     if (!eo.hdr.empty()) {
         std::memcpy(at, eo.hdr.data(), eo.hdr.size());
     }

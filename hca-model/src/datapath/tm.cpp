@@ -16,6 +16,14 @@
 
 namespace hca {
 
+Tmh load_tmh(std::span<const uint8_t> msg) {
+    Tmh h{};
+    if (msg.size() >= sizeof(h)) {
+        std::memcpy(&h, msg.data(), sizeof(h));
+    }
+    return h;
+}
+
 namespace {
 
 // Budget units (8-byte translation entries) one tag entry is charged as.
@@ -131,11 +139,13 @@ bool TagMatcher::list_op(Qp &qp, const SqWqe &sw, uint8_t &synd) {
 
 void TagMatcher::list_cqe(Qp &qp, Srq &x, uint8_t app_op, uint16_t wqe_index, bool success) {
     Cqe64 cqe{};
-    store_be32(cqe.rsvd0, success ? kTmSuccess : 0);  // tm_cqe.success
-    store_be16(cqe.rsvd0 + 4, x.tm->hw_phase);        // tm_cqe.hw_phase_cnt
+    TmCqe tm;
+    tm.success.set(success ? kTmSuccess : 0);
+    tm.hw_phase_cnt.set(x.tm->hw_phase);
+    std::memcpy(cqe.rsvd0, &tm, sizeof(tm));
     cqe.srqn.set(x.srqn);
-    cqe.rsvd40[0] = kCqeAppTagMatching;
-    cqe.rsvd40[1] = app_op;
+    cqe.app = kCqeAppTagMatching;
+    cqe.app_op = app_op;
     cqe.sop_drop_qpn.set(uint32_t{kWqeTagMatching} << 24 | qp.qpn);
     cqe.wqe_counter.set(wqe_index);
     cqe.op_own = static_cast<uint8_t>(kCqeNoPacket << 4);
@@ -160,29 +170,29 @@ void TagMatcher::recv_cqe(const Qp &qp, uint32_t cqn, uint8_t app_op, uint16_t i
     }
     const Srq *x = dev_.srqs.find(qp.srqn);
     cqe.srqn.set(x ? x->srqn : 0);
-    cqe.rsvd40[0] = kCqeAppTagMatching;
-    cqe.rsvd40[1] = app_op;
-    store_be16(cqe.rsvd40 + 2, index);  // app_info: the tag entry
+    cqe.app = kCqeAppTagMatching;
+    cqe.app_op = app_op;
+    cqe.app_info.set(index);  // the tag entry
     cqe.byte_cnt.set(byte_cnt);
     cqe.sop_drop_qpn.set(qp.cqe_qpn());
     cqe.wqe_counter.set(wqe_counter);
     // The match itself (data still to come) has no packet of its own.
     cqe.op_own = static_cast<uint8_t>((app_op == kTmConsumed ? kCqeNoPacket : uint8_t{kCqeRespSend}) << 4);
     HCA_TRACE(dev_, cqe_tm, .cqn = cqn, .qpn = qp.qpn, .op = trace_name_tm_app_op(app_op), .wqe_counter = wqe_counter,
-              .entry = index, .tag = load_be64(tmh.data() + 8), .byte_cnt = byte_cnt, .pkt = trace_opt(pkt != 0, pkt));
+              .entry = index, .tag = load_tmh(tmh).tag.get(), .byte_cnt = byte_cnt, .pkt = trace_opt(pkt != 0, pkt));
     dev_.cqs.post(cqn, cqe, false);
 }
 
 // The oldest armed entry whose tag matches under its mask takes an EAGER
 // or RNDV message; no entry, a NO_TAG or any other header: the message
 // goes whole into the XRQ's next receive WQE.
-TmStart TagMatcher::start_message(Qp &qp, Srq &x, const iba::PacketView &v, bool last, uint64_t pkt) {
+TmStart TagMatcher::start_message(Qp &qp, RcState::Recv &r, Srq &x, const iba::PacketView &v, bool last, uint64_t pkt) {
     TagList &tl = *x.tm;
-    auto &r = qp.rc.recv;
     r = {};
     const std::span<const uint8_t> p = v.payload;
-    const uint8_t tmh_op = p.size() >= kTmhLen ? p[0] : uint8_t{kTmhNoTag};
-    const uint64_t tag = p.size() >= kTmhLen ? load_be64(p.data() + 8) : 0;
+    const Tmh h = load_tmh(p);
+    const uint8_t tmh_op = p.size() >= kTmhLen ? h.opcode : uint8_t{kTmhNoTag};
+    const uint64_t tag = h.tag.get();
     std::copy_n(p.begin(), std::min(p.size(), kTmhLen), r.tmh.begin());
     int best = -1;
     const bool taggable =
@@ -210,7 +220,7 @@ TmStart TagMatcher::start_message(Qp &qp, Srq &x, const iba::PacketView &v, bool
         e.listed = false;
         r.tm_index = index;
         if (tmh_op == kTmhRndv) {
-            return start_rndv(qp, x, taken, index, p, v, pkt) ? TmStart::Done : TmStart::Failed;
+            return start_rndv(qp, r, x, taken, index, p, v, pkt) ? TmStart::Done : TmStart::Failed;
         }
         r.sges.assign(1, taken.buf);  // not push_back: GCC 12 misreads the inlined growth path (-Wstringop-overflow)
         r.skip = kTmhLen;
@@ -243,12 +253,13 @@ TmStart TagMatcher::start_message(Qp &qp, Srq &x, const iba::PacketView &v, bool
 // buffer into the tagged one on this QP's send side, then sends the FIN
 // (the TMH and RVH back, opcode FIN). A buffer too small for the payload
 // gets the request's headers instead, and software finishes the transfer.
-bool TagMatcher::start_rndv(Qp &qp, Srq &x, const TagEntry &e, uint16_t index, std::span<const uint8_t> msg,
-                            const iba::PacketView &v, uint64_t pkt) {
-    auto &r = qp.rc.recv;
-    const uint64_t va = load_be64(msg.data() + kTmhLen);
-    const uint32_t rkey = load_be32(msg.data() + kTmhLen + 8);
-    const uint32_t len = load_be32(msg.data() + kTmhLen + 12);
+bool TagMatcher::start_rndv(Qp &qp, const RcState::Recv &r, Srq &x, const TagEntry &e, uint16_t index,
+                            std::span<const uint8_t> msg, const iba::PacketView &v, uint64_t pkt) {
+    Rvh rvh;  // start_message() saw the TMH and RVH whole
+    std::memcpy(&rvh, msg.data() + kTmhLen, sizeof(rvh));
+    const uint64_t va = rvh.va.get();
+    const uint32_t rkey = rvh.rkey.get();
+    const uint32_t len = rvh.len.get();
     // A buffer too small for the payload, or a payload beyond the largest
     // message (log_max_msg): software finishes the transfer.
     if (len > e.buf.len || len > (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_msg))) {

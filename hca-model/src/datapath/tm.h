@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "datapath/rc.h"
 #include "datapath/wqe.h"
 #include "objects/mkey.h"
 
@@ -45,8 +46,28 @@ inline constexpr uint64_t kXrqOffloadRndv = 1;
 
 // TMH opcodes (infiniband/tm_types.h) and header sizes.
 enum TmhOp : uint8_t { kTmhNoTag = 0, kTmhRndv = 1, kTmhFin = 2, kTmhEager = 3 };
-inline constexpr size_t kTmhLen = 16;  // opcode, reserved, app_ctx, tag
-inline constexpr size_t kRvhLen = 16;  // va, rkey, len
+inline constexpr size_t kTmhLen = 16;
+inline constexpr size_t kRvhLen = 16;
+// The headers at the start of a tag-matching message (ibv_tmh, ibv_rvh).
+struct Tmh {
+    uint8_t opcode;  // TmhOp
+    uint8_t rsvd[3];
+    be32 app_ctx;
+    be64 tag;
+};
+struct Rvh {  // after the TMH of a rendezvous request: the sender's buffer
+    be64 va;
+    be32 rkey;
+    be32 len;
+};
+// The start of a list operation's CQE (mlx5_tm_cqe).
+struct TmCqe {
+    be32 success;  // kTmSuccess
+    be16 hw_phase_cnt;
+};
+static_assert(sizeof(Tmh) == kTmhLen && sizeof(Rvh) == kRvhLen && offsetof(Tmh, tag) == 8 && sizeof(TmCqe) == 6);
+// The TMH of a message's first bytes (zeros if it has fewer).
+Tmh load_tmh(std::span<const uint8_t> msg);
 
 // A TM CQE's app field (CQE byte 0x28) and its app_op values (byte 0x29).
 inline constexpr uint8_t kCqeAppTagMatching = 1;
@@ -131,8 +152,9 @@ class TagMatcher {
     Srq *xrq_of(const Qp &qp);
     // A TAG_MATCHING WQE on a command QP. False (synd set) if it is bad.
     bool list_op(Qp &qp, const SqWqe &sw, uint8_t &synd);
-    // The first packet of a SEND on a QP receiving through x.
-    TmStart start_message(Qp &qp, Srq &x, const iba::PacketView &v, bool last, uint64_t pkt);
+    // The first packet of a SEND on a QP receiving through x: fills in the
+    // responder's message in progress (r).
+    TmStart start_message(Qp &qp, RcState::Recv &r, Srq &x, const iba::PacketView &v, bool last, uint64_t pkt);
     // A TM receive CQE (the responder's recv_cqe for messages on an XRQ).
     void recv_cqe(const Qp &qp, uint32_t cqn, uint8_t app_op, uint16_t index, uint16_t wqe_counter,
                   std::span<const uint8_t, kTmhLen> tmh, uint32_t byte_cnt, const iba::PacketView *v, uint64_t pkt);
@@ -140,8 +162,8 @@ class TagMatcher {
     void hw_done(Qp &qp, const RcWqe &w, bool ok);
 
   private:
-    bool start_rndv(Qp &qp, Srq &x, const TagEntry &e, uint16_t index, std::span<const uint8_t> msg,
-                    const iba::PacketView &v, uint64_t pkt);
+    bool start_rndv(Qp &qp, const RcState::Recv &r, Srq &x, const TagEntry &e, uint16_t index,
+                    std::span<const uint8_t> msg, const iba::PacketView &v, uint64_t pkt);
     void list_cqe(Qp &qp, Srq &x, uint8_t app_op, uint16_t wqe_index, bool success);
 
     Device &dev_;

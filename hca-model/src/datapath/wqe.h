@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -27,7 +28,13 @@ struct CtrlSeg {
     uint8_t fm_ce_se;       // 7:5 fence, 3:2 CE, 1 SE
     be32 imm;               // immediate / invalidate rkey / UMR mkey
 };
-static_assert(sizeof(CtrlSeg) == 16);
+static_assert(sizeof(CtrlSeg) == 16 && offsetof(CtrlSeg, qpn_ds) == 4);
+// The DS (16-byte units) of the control segment a WQE starts with.
+inline uint32_t wqe_ds(const uint8_t *wqe) {
+    be32 qpn_ds;
+    std::memcpy(&qpn_ds, wqe + offsetof(CtrlSeg, qpn_ds), sizeof(qpn_ds));
+    return qpn_ds.get() & 0x3f;
+}
 
 // Send opcodes (device.h MLX5_OPCODE_*).
 enum WqeOpcode : uint8_t {
@@ -162,7 +169,7 @@ static_assert(sizeof(RaddrSeg) == 16 && sizeof(AtomicSeg) == 16 && sizeof(XrcSeg
 
 // mlx5_cqe64 (the fields the driver reads).
 struct Cqe64 {
-    uint8_t rsvd0[17];
+    uint8_t rsvd0[17];  // a tag-matching CQE: mlx5_tm_cqe, or the TMH (datapath/tm.h)
     uint8_t ml_path;
     uint8_t rsvd20[4];
     be16 slid;
@@ -172,7 +179,9 @@ struct Cqe64 {
     be16 vlan_info;
     be32 srqn;
     be32 imm_inval_pkey;
-    uint8_t rsvd40[4];
+    uint8_t app;  // 1: tag matching (datapath/tm.h)
+    uint8_t app_op;
+    be16 app_info;
     be32 byte_cnt;
     be32 timestamp_h;
     be32 timestamp_l;
@@ -182,7 +191,8 @@ struct Cqe64 {
     uint8_t op_own;     // 7:4 CQE opcode, 3:2 format, 1 se, 0 owner
 };
 static_assert(sizeof(Cqe64) == 64 && offsetof(Cqe64, slid) == 0x16 && offsetof(Cqe64, srqn) == 0x20 &&
-              offsetof(Cqe64, byte_cnt) == 0x2c && offsetof(Cqe64, sop_drop_qpn) == 0x38);
+              offsetof(Cqe64, app) == 0x28 && offsetof(Cqe64, byte_cnt) == 0x2c &&
+              offsetof(Cqe64, sop_drop_qpn) == 0x38);
 
 struct ErrCqe {
     uint8_t rsvd0[32];

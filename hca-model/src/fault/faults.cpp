@@ -537,10 +537,8 @@ void FaultTable::act(uint32_t id) {
         return;
     case FaultKind::PageRequest: {
         fired(f, fmt::format("page request npages={}", f.npages));
-        EqeData d;
-        store_be32(d.raw + 4, static_cast<uint32_t>(f.npages));  // mlx5_eqe_page_req: func_id 0, num_pages
         dev_.fw.page_request(f.npages);
-        if (!dev_.eqs.post_event(kEventPageRequest, 0, d)) {
+        if (!dev_.eqs.post_event(kEventPageRequest, 0, EqeData::page_request(f.npages))) {
             HCA_TRACE(dev_, fault_not_delivered, .id = f.id, .reason = "no EQ takes page requests");
         }
         return;

@@ -210,8 +210,7 @@ Qp *QpTable::new_dc_context(Qp &dct, uint64_t initiator) {
         Qp *lru = nullptr;
         for (const auto &[who, k] : dct.dc.contexts) {
             Qp *q = find(k);
-            if (q && q->rc.resp == RespState::Idle && !q->rc.ack_owed &&
-                (!lru || q->dc.last_used < lru->dc.last_used)) {
+            if (q && RcResponder::idle(q->rc) && (!lru || q->dc.last_used < lru->dc.last_used)) {
                 lru = q;
             }
         }

@@ -179,7 +179,13 @@ EqeData EqeData::completion(uint32_t cqn) {
 
 EqeData EqeData::dct(uint32_t dctn) {
     EqeData d;
-    store_be32(d.raw + 24, dctn & 0xffffff);
+    d.dct_ev.dctn.set(dctn & 0xffffff);
+    return d;
+}
+
+EqeData EqeData::page_request(int32_t npages) {
+    EqeData d;
+    d.page_req.num_pages.set(static_cast<uint32_t>(npages));
     return d;
 }
 

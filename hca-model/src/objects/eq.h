@@ -45,6 +45,16 @@ struct EqeCmd {
     be32 vector;  // the completed command slots
     uint8_t rsvd[24];
 };
+struct EqeDct {  // DCT_DRAINED, DCT_KEY_VIOLATION
+    uint8_t rsvd[24];
+    be32 dctn;
+};
+struct EqePageReq {  // PAGE_REQUEST: the firmware wants pages (num_pages > 0) or gives them back
+    be16 ec_function;
+    be16 func_id;
+    be32 num_pages;  // signed
+    uint8_t rsvd[20];
+};
 // Page faults (mlx5_eqe_page_fault): a WQE's buffers (sub_type 0) or an
 // RDMA request's target (sub_type 1) are not present (datapath/odp.h).
 struct EqePfWqe {
@@ -75,6 +85,8 @@ union EqeData {
     EqeCqErr cq_err;
     EqePortState port;
     EqeCmd cmd;
+    EqeDct dct_ev;
+    EqePageReq page_req;
 
     static EqeData completion(uint32_t cqn);
     static EqeData qp(uint32_t qpn) { return affiliated(0, qpn); }
@@ -83,13 +95,16 @@ union EqeData {
     static EqeData port_state(uint8_t port);
     static EqeData command(uint32_t slots);
     static EqeData dct(uint32_t dctn);  // mlx5_eqe_dct
+    static EqeData page_request(int32_t npages);  // mlx5_eqe_page_req, function 0
 
   private:
     static EqeData affiliated(uint8_t type, uint32_t n);
 };
 static_assert(sizeof(EqeData) == 28 && offsetof(EqeComp, cqn) == 0x18 && offsetof(EqeQpSrq, type) == 0x14 &&
               offsetof(EqeQpSrq, qp_srq_n) == 0x18 && offsetof(EqeCqErr, syndrome) == 0x0b &&
-              offsetof(EqePortState, port) == 0x08);
+              offsetof(EqePortState, port) == 0x08 && sizeof(EqeDct) == 28 && offsetof(EqeDct, dctn) == 0x18 &&
+              sizeof(EqePageReq) == 28 && offsetof(EqePageReq, func_id) == 0x02 &&
+              offsetof(EqePageReq, num_pages) == 0x04);
 static_assert(sizeof(EqePfWqe) == 28 && offsetof(EqePfWqe, wqe_index) == 0x06 && offsetof(EqePfWqe, token) == 0x0c &&
               offsetof(EqePfWqe, pftype_wq) == 0x18 && sizeof(EqePfRdma) == 28 && offsetof(EqePfRdma, r_key) == 0x04 &&
               offsetof(EqePfRdma, rdma_op_len) == 0x0c && offsetof(EqePfRdma, rdma_va) == 0x10 &&

@@ -1,5 +1,7 @@
 #include "objects/mkey.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "be.h"
@@ -329,8 +331,9 @@ bool MkeyTable::create_indirect(CmdCtx &c, Mkey &m) {
     }
     std::vector<Klm> entries(actual);
     for (uint64_t i = 0; i < actual; ++i) {
-        const uint8_t *e = list.data() + i * 16;
-        entries[i] = {m.mode == MkeyMode::Klm ? load_be32(e) : 0, load_be32(e + 4), load_be64(e + 8)};
+        KlmSeg e;  // mlx5_klm (KSM: no byte count)
+        std::memcpy(&e, list.data() + i * sizeof(KlmSeg), sizeof(e));
+        entries[i] = {m.mode == MkeyMode::Klm ? e.byte_count.get() : 0, e.key.get(), e.va.get()};
     }
     if (!charge(c, m.klm.extra_cost(0, entries), actual)) {
         return false;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "be.h"
 #include "objects/devx.h"
 #include "objects/ids.h"
 #include "objects/xlt_table.h"
@@ -45,6 +46,15 @@ struct Klm {
     uint64_t addr = 0;
     bool operator==(const Klm &) const = default;
 };
+
+// An entry of a KLM or KSM list as the driver writes it (mlx5_klm;
+// a KSM entry's byte count is reserved).
+struct KlmSeg {
+    be32 byte_count;
+    be32 key;
+    be64 va;
+};
+static_assert(sizeof(KlmSeg) == 16);
 
 inline constexpr uint32_t kAnyQpn = 0xffffff;
 

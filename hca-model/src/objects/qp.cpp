@@ -456,16 +456,7 @@ void QpTable::flush_sq(Qp &qp) {
     if (qp.state != QpState::Err && qp.state != QpState::Sqer) {
         return;
     }
-    // Started but unfinished WQEs of a connected QP flush first, in order
-    // (on a QP without a send queue: the device's own rendezvous work).
-    if (qp.connected()) {
-        req_.enter(qp, ReqState::Error, "the QP is in error");
-    }
-    while (!qp.rc.pending.empty()) {
-        RcWqe w = std::move(qp.rc.pending.front());
-        qp.rc.pending.pop_front();
-        req_.wqe_done(qp, w, kSyndWrFlush);
-    }
+    req_.flush(qp);  // started but unfinished WQEs first, in order
     if (qp.no_sq) {
         return;
     }

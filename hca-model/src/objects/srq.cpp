@@ -49,11 +49,11 @@ std::optional<uint16_t> SrqTable::take(Srq &s) {
         dev_.guest_error("SRQ 0x{:x}: {} WQEs posted for {} entries", s.srqn, avail, s.nent());
     }
     const uint16_t index = s.head;
-    uint8_t next[4];
-    if (!dev_.dma_read(wqe_addr(s, index), next, 4)) {
+    SrqNextSeg next;
+    if (!dev_.dma_read(wqe_addr(s, index), &next, offsetof(SrqNextSeg, signature))) {
         return std::nullopt;
     }
-    s.head = static_cast<uint16_t>(load_be16(next + 2) & (s.nent() - 1));
+    s.head = static_cast<uint16_t>(next.next_wqe_index.get() & (s.nent() - 1));
     ++s.consumed;
     ++s.received;
     // Limit event (IBA 10.2.9.2): armed once, fires when the WQEs left drop below the limit.

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <array>
+#include <cassert>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -92,8 +94,37 @@ struct DcEth {
     be32 dci;  // connect 31, reserved 30:24, DCI QPN 23:0
 };
 inline constexpr uint32_t kDcConnect = 0x80000000;
+struct ImmDt {
+    be32 data;
+};
+struct Ieth {
+    be32 rkey;  // the key to invalidate
+};
 static_assert(sizeof(Deth) == 8 && sizeof(Reth) == 16 && sizeof(Aeth) == 4 && sizeof(AtomicEth) == 28 &&
-              sizeof(AtomicAckEth) == 8 && sizeof(XrcEth) == 4 && sizeof(DcEth) == 12);
+              sizeof(AtomicAckEth) == 8 && sizeof(XrcEth) == 4 && sizeof(DcEth) == 12 && sizeof(ImmDt) == 4 &&
+              sizeof(Ieth) == 4);
+
+// The extended headers a sender puts after the BTH, in wire order (IBA
+// 9.3: XRCETH or DETH or DcEth, then RETH or AtomicETH, AETH, AtomicAckETH,
+// ImmDt or IETH): each add<H>() appends a zeroed H to fill in.
+class ExtHeaders {
+  public:
+    template <typename H>
+    H &add() {
+        static_assert(alignof(H) == 1 && sizeof(H) <= kMax);
+        assert(n_ + sizeof(H) <= kMax);
+        H *h = new (bytes_.data() + n_) H{};
+        n_ += sizeof(H);
+        return *h;
+    }
+    std::span<const uint8_t> bytes() const { return {bytes_.data(), n_}; }
+
+  private:
+    // The most a packet carries: DcEth, AtomicETH, ImmDt.
+    static constexpr size_t kMax = sizeof(DcEth) + sizeof(AtomicEth) + sizeof(ImmDt);
+    std::array<uint8_t, kMax> bytes_{};
+    size_t n_ = 0;
+};
 
 // BTH opcodes: transport in 7:5, operation in 4:0 (IBA 9.2). kDc is in
 // the manufacturer-specific range (0xc0-0xff): DC requests, the RC
