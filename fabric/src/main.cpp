@@ -168,6 +168,32 @@ std::unique_ptr<fabric::LinkServer> make_links(boost::asio::io_context &io, fabr
     return links;
 }
 
+// The Ethernet hub's line of the control language's "stats" ("" without one).
+std::string eth_stats(const fabric::EthHub *eth) {
+    if (!eth) {
+        return {};
+    }
+    return fmt::format("eth: ports={} frames={} flooded={} bytes={} macs={} macs_refused={} conns_refused={}\n",
+                       eth->ports(), eth->stats().frames, eth->stats().flooded, eth->stats().bytes, eth->macs(),
+                       eth->stats().macs_refused, eth->stats().conns_refused);
+}
+
+// The last lines of the log when a signal ends the daemon: its counters.
+void log_exit(fabric::Log &log, int sig, const fabric::EthHub *eth, fabric::IbFabric *ib) {
+    log.info("fabric", "signal {}, exiting", sig);
+    if (eth) {
+        log.info("eth", "frames={} flooded={} bytes={}", eth->stats().frames, eth->stats().flooded, eth->stats().bytes);
+    }
+    if (ib) {
+        std::string s = ib->stats_text();
+        while (!s.empty() && s.back() == '\n') {
+            s.pop_back();
+        }
+        log.info("fabric", "final counters:\n{}", s);
+        ib->flush();
+    }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -202,14 +228,7 @@ int main(int argc, char **argv) {
             ib = std::make_unique<fabric::IbFabric>(loop, *log, opt);
             links = make_links(io, *ib, *log, ib_dir, remotes);
         }
-        cmds = std::make_unique<fabric::ControlCommands>(ib.get(), [&eth]() -> std::string {
-            if (!eth) {
-                return {};
-            }
-            return fmt::format("eth: ports={} frames={} flooded={} bytes={} macs={} macs_refused={} conns_refused={}\n",
-                               eth->ports(), eth->stats().frames, eth->stats().flooded, eth->stats().bytes,
-                               eth->macs(), eth->stats().macs_refused, eth->stats().conns_refused);
-        });
+        cmds = std::make_unique<fabric::ControlCommands>(ib.get(), [&eth] { return eth_stats(eth.get()); });
         if (!control_socket.empty()) {
             control = std::make_unique<fabric::ControlServer>(io, control_socket, *cmds);
         }
@@ -231,19 +250,7 @@ int main(int argc, char **argv) {
 
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code, int sig) {
-        log->info("fabric", "signal {}, exiting", sig);
-        if (eth) {
-            log->info("eth", "frames={} flooded={} bytes={}", eth->stats().frames, eth->stats().flooded,
-                      eth->stats().bytes);
-        }
-        if (ib) {
-            std::string s = ib->stats_text();
-            while (!s.empty() && s.back() == '\n') {
-                s.pop_back();
-            }
-            log->info("fabric", "final counters:\n{}", s);
-            ib->flush();
-        }
+        log_exit(*log, sig, eth.get(), ib.get());
         io.stop();
     });
     if (!args.ready_file.empty()) {

@@ -210,6 +210,47 @@ bool McastGroups::params_match(const McGroup &g, const sa::McMemberRecord &q, ui
     return true;
 }
 
+// IBA 15.4.3: the group a join creates, with the parameters its creator
+// gave (or the SA's choice of MGID, MTU and rate); 0 or a MAD status.
+uint16_t McastGroups::create(const sa::McMemberRecord &req, uint64_t mask, McGroup &g) {
+    g.params.mgid = req.mgid;
+    if (is_zero(req.mgid)) {
+        // The SA assigns an MGID (IBA 15.4.3): flags 0x1 (transient),
+        // link-local scope, signature 0xA01B, then P_Key and a counter.
+        g.params.mgid = {0xff, 0x12, 0xa0, 0x1b};
+        hca::store_be16(g.params.mgid.data() + 4, req.pkey);
+        hca::store_be64(g.params.mgid.data() + 8, next_mgid_++);
+    } else if (req.mgid[0] != 0xff) {
+        return kReqInvalid;
+    }
+    g.params.qkey = req.qkey;
+    g.params.tclass = req.tclass;
+    g.params.pkey = req.pkey;
+    g.params.sl = req.sl;
+    g.params.flow_label = req.flow_label;
+    g.params.hop_limit = (mask & mcr::kHopLimit) ? req.hop_limit : 0;
+    g.params.scope = g.params.mgid[1] & 0x0f;
+    std::optional<uint8_t> mtu = link_mtu_, rate = link_rate_;
+    if (mask & mcr::kMtu) {
+        mtu = select_mtu((mask & mcr::kMtuSelector) ? req.mtu_selector : uint8_t{kSelExact}, req.mtu, link_mtu_);
+    }
+    if (mask & mcr::kRate) {
+        rate = select_rate((mask & mcr::kRateSelector) ? req.rate_selector : uint8_t{kSelExact}, req.rate, link_rate_);
+    }
+    if (!mtu || !rate) {
+        return kReqInvalid;  // no MTU/rate the fabric has satisfies the request
+    }
+    g.params.mtu = *mtu;
+    g.params.rate = *rate;
+    g.params.packet_life_time = (mask & mcr::kPlt) ? req.packet_life_time : plt_;
+    const auto mlid = allocate_mlid();
+    if (!mlid) {
+        return kNoResources;
+    }
+    g.params.mlid = *mlid;
+    return 0;
+}
+
 McastGroups::Result McastGroups::join(const sa::McMemberRecord &req, uint64_t mask, uint64_t port_guid,
                                       uint16_t switch_port) {
     Result res;
@@ -241,46 +282,9 @@ McastGroups::Result McastGroups::join(const sa::McMemberRecord &req, uint64_t ma
             return res;
         }
         McGroup g;
-        g.params.mgid = req.mgid;
-        if (is_zero(req.mgid)) {
-            // The SA assigns an MGID (IBA 15.4.3): flags 0x1 (transient),
-            // link-local scope, signature 0xA01B, then P_Key and a counter.
-            g.params.mgid = {0xff, 0x12, 0xa0, 0x1b};
-            hca::store_be16(g.params.mgid.data() + 4, req.pkey);
-            hca::store_be64(g.params.mgid.data() + 8, next_mgid_++);
-        } else if (req.mgid[0] != 0xff) {
-            res.status = kReqInvalid;
+        if ((res.status = create(req, mask, g))) {
             return res;
         }
-        g.params.qkey = req.qkey;
-        g.params.tclass = req.tclass;
-        g.params.pkey = req.pkey;
-        g.params.sl = req.sl;
-        g.params.flow_label = req.flow_label;
-        g.params.hop_limit = (mask & mcr::kHopLimit) ? req.hop_limit : 0;
-        g.params.scope = g.params.mgid[1] & 0x0f;
-        std::optional<uint8_t> mtu = link_mtu_, rate = link_rate_;
-        if (mask & mcr::kMtu) {
-            mtu = select_mtu((mask & mcr::kMtuSelector) ? req.mtu_selector : uint8_t{kSelExact}, req.mtu,
-                             link_mtu_);
-        }
-        if (mask & mcr::kRate) {
-            rate = select_rate((mask & mcr::kRateSelector) ? req.rate_selector : uint8_t{kSelExact}, req.rate,
-                               link_rate_);
-        }
-        if (!mtu || !rate) {
-            res.status = kReqInvalid;  // no MTU/rate the fabric has satisfies the request
-            return res;
-        }
-        g.params.mtu = *mtu;
-        g.params.rate = *rate;
-        g.params.packet_life_time = (mask & mcr::kPlt) ? req.packet_life_time : plt_;
-        const auto mlid = allocate_mlid();
-        if (!mlid) {
-            res.status = kNoResources;
-            return res;
-        }
-        g.params.mlid = *mlid;
         it = groups_.emplace(g.params.mgid, g).first;
     } else if (!params_match(it->second, req, mask)) {
         res.status = kReqInvalid;

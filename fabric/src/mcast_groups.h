@@ -79,6 +79,7 @@ class McastGroups {
     sa::McMemberRecord record_for(const McGroup &g, const iba::Gid &port_gid, uint8_t join_state,
                                   bool proxy) const;
     bool params_match(const McGroup &g, const sa::McMemberRecord &req, uint64_t mask) const;
+    uint16_t create(const sa::McMemberRecord &req, uint64_t mask, McGroup &g);
 
     uint8_t link_mtu_;
     uint8_t ipoib_mtu_;

@@ -594,30 +594,13 @@ static struct ib_ah *kv_create_ah(struct kv_ctx *c, bool grh)
 	return ah;
 }
 
-int kv_case_setup(struct kv_ctx *c)
+/* The two RC QPs, with the capabilities the cases rely on. */
+static int kv_setup_rc(struct kv_ctx *c)
 {
-	struct ib_cq_init_attr cq_attr = { .cqe = KV_CQ_SIZE };
 	struct ib_qp_init_attr init;
 	struct ib_qp_cap cap_b;
 	struct ib_qp_attr qattr;
-	struct ib_cq *cq;
-	struct ib_pd *pd;
-	int i, ret;
-
-	/*
-	 * Remote access to plain kernel memory through the PD's global rkey,
-	 * as ULPs without memory registration do; the fast-registration
-	 * cases use their own MR.
-	 */
-	pd = ib_alloc_pd(c->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
-	KV_CHECK(!IS_ERR(pd), "ib_alloc_pd: %ld", PTR_ERR(pd));
-	c->pd = pd;
-	cq = ib_create_cq(c->dev, kv_comp, kv_cq_event, c, &cq_attr);
-	KV_CHECK(!IS_ERR(cq), "ib_create_cq: %ld", PTR_ERR(cq));
-	c->scq = cq;
-	cq = ib_create_cq(c->dev, kv_comp, kv_cq_event, c, &cq_attr);
-	KV_CHECK(!IS_ERR(cq), "ib_create_cq: %ld", PTR_ERR(cq));
-	c->rcq = cq;
+	int ret;
 
 	c->rc_cap = (struct ib_qp_cap){
 		.max_send_wr = KV_RC_SEND_WR,
@@ -652,6 +635,13 @@ int kv_case_setup(struct kv_ctx *c)
 		c->rc_a->qp_num, c->rc_b->qp_num, c->rc_cap.max_send_wr,
 		c->rc_cap.max_send_sge, c->rc_cap.max_inline_data,
 		c->rc_max_recv_wr, c->rc_max_recv_sge);
+	return 0;
+}
+
+/* The two UD QPs and their address handles (without and with a GRH). */
+static int kv_setup_ud(struct kv_ctx *c)
+{
+	struct ib_qp_cap cap_b;
 
 	c->ud_cap = (struct ib_qp_cap){
 		.max_send_wr = KV_UD_WR,
@@ -671,6 +661,13 @@ int kv_case_setup(struct kv_ctx *c)
 	c->ah = kv_create_ah(c, false);
 	c->ah_grh = kv_create_ah(c, true);
 	KV_CHECK(c->ah && c->ah_grh, "address handles");
+	return 0;
+}
+
+/* The buffers, the scratch arrays and the fast-registration MR. */
+static int kv_setup_memory(struct kv_ctx *c)
+{
+	int i, ret;
 
 	KV_CHECK(!kv_buf_alloc(c, &c->lbuf, KV_BUF_SIZE) &&
 		 !kv_buf_alloc(c, &c->rbuf, KV_BUF_SIZE), "buffers");
@@ -701,6 +698,39 @@ int kv_case_setup(struct kv_ctx *c)
 		c->mr = NULL;
 		KV_CHECK(0, "ib_alloc_mr: %d", ret);
 	}
+	return 0;
+}
 
+int kv_case_setup(struct kv_ctx *c)
+{
+	struct ib_cq_init_attr cq_attr = { .cqe = KV_CQ_SIZE };
+	struct ib_cq *cq;
+	struct ib_pd *pd;
+	int ret;
+
+	/*
+	 * Remote access to plain kernel memory through the PD's global rkey,
+	 * as ULPs without memory registration do; the fast-registration
+	 * cases use their own MR.
+	 */
+	pd = ib_alloc_pd(c->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	KV_CHECK(!IS_ERR(pd), "ib_alloc_pd: %ld", PTR_ERR(pd));
+	c->pd = pd;
+	cq = ib_create_cq(c->dev, kv_comp, kv_cq_event, c, &cq_attr);
+	KV_CHECK(!IS_ERR(cq), "ib_create_cq: %ld", PTR_ERR(cq));
+	c->scq = cq;
+	cq = ib_create_cq(c->dev, kv_comp, kv_cq_event, c, &cq_attr);
+	KV_CHECK(!IS_ERR(cq), "ib_create_cq: %ld", PTR_ERR(cq));
+	c->rcq = cq;
+
+	ret = kv_setup_rc(c);
+	if (ret)
+		return ret;
+	ret = kv_setup_ud(c);
+	if (ret)
+		return ret;
+	ret = kv_setup_memory(c);
+	if (ret)
+		return ret;
 	return kv_connect_all(c);
 }

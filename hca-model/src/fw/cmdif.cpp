@@ -92,6 +92,27 @@ Delivery CommandInterface::scatter(uint64_t ptr, uint8_t token, const std::vecto
     return Delivery::Ok;
 }
 
+// The delivery status of a command whose layout says this (PRM "Command
+// Queue": the type must be PCIe, the lengths within the mailboxes' reach).
+Delivery CommandInterface::descriptor_status(uint8_t type, uint32_t inlen, uint32_t outlen) {
+    if (type != kPciCmdXport) {
+        return Delivery::BadCommandDescriptor;
+    }
+    if (inlen < 8 || inlen > kMaxMsg) {
+        return Delivery::InputLenErr;
+    }
+    if (outlen < 8 || outlen > kMaxMsg) {
+        return Delivery::OutputLenErr;
+    }
+    return Delivery::Ok;
+}
+
+void CommandInterface::report_status(const CmdCtx &ctx) {
+    dev_.guest_error("cmd slot={} {}(0x{:x}) op_mod=0x{:x}: {} status={}(0x{:x}) syndrome=0x{:08x}", ctx.slot,
+                     opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, ctx.error, status_name(ctx.status),
+                     static_cast<unsigned>(ctx.status), ctx.syndrome);
+}
+
 bool CommandInterface::execute(unsigned slot) {
     const uint64_t base = dev_.iseg.cmdq_addr();
     const uint64_t lay_addr = base + slot * kSlotSize;
@@ -109,14 +130,7 @@ bool CommandInterface::execute(unsigned slot) {
     const uint32_t inlen = load_be32(lay + kLayInlen);
     const uint32_t outlen = load_be32(lay + kLayOutlen);
     const uint8_t token = lay[kLayToken];
-    Delivery deliv = Delivery::Ok;
-    if (lay[kLayType] != kPciCmdXport) {
-        deliv = Delivery::BadCommandDescriptor;
-    } else if (inlen < 8 || inlen > kMaxMsg) {
-        deliv = Delivery::InputLenErr;
-    } else if (outlen < 8 || outlen > kMaxMsg) {
-        deliv = Delivery::OutputLenErr;
-    }
+    Delivery deliv = descriptor_status(lay[kLayType], inlen, outlen);
 
     std::vector<uint8_t> in;
     std::vector<uint8_t> out;
@@ -165,13 +179,12 @@ bool CommandInterface::execute(unsigned slot) {
     }
 
     const int64_t took = dev_.now() - t0;
+    // A failure the guest caused is a guest error; an injected one is not.
     if (deliv != Delivery::Ok && fault.what != Injected::Delivery) {
         dev_.guest_error("cmd slot={} delivery status {} (0x{:x}) inlen={} outlen={}", slot,
                          delivery_name(deliv), static_cast<unsigned>(deliv), inlen, outlen);
     } else if (!ctx.ok() && fault.what != Injected::Status) {
-        dev_.guest_error("cmd slot={} {}(0x{:x}) op_mod=0x{:x}: {} status={}(0x{:x}) syndrome=0x{:08x}", slot,
-                         opcode_name(ctx.opcode), ctx.opcode, ctx.op_mod, ctx.error, status_name(ctx.status),
-                         static_cast<unsigned>(ctx.status), ctx.syndrome);
+        report_status(ctx);
     }
     HCA_TRACE(dev_, cmd_done, .slot = slot, .opcode = TraceNamed{opcode_name(ctx.opcode), ctx.opcode},
               .op_mod = ctx.op_mod, .inlen = inlen, .outlen = outlen,

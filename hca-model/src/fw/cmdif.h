@@ -49,6 +49,8 @@ class CommandInterface {
   private:
     // Returns true when the completion may be signalled with a CMD EQE.
     bool execute(unsigned slot);
+    static Delivery descriptor_status(uint8_t type, uint32_t inlen, uint32_t outlen);
+    void report_status(const CmdCtx &ctx);
     Delivery gather(uint64_t ptr, uint8_t token, std::vector<uint8_t> &in, uint32_t inlen);
     Delivery scatter(uint64_t ptr, uint8_t token, const std::vector<uint8_t> &out);
     enum class Injected : uint8_t { None, Status, Delivery, Delay, Drop };
