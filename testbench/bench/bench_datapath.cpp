@@ -33,6 +33,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "alloc_count.h"
 #include "driver.h"
 
@@ -293,61 +295,43 @@ int pin(int cpu) {
     return sched_setaffinity(0, sizeof(set), &set) == 0 ? cpu : -1;
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    int n = 50000;
-    int rounds = 5;
-    int cpu = -1;
-    std::string base;
-    bool base_given = false;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--child") && i + 2 < argc) {
-            // The baseline's side: one measurement with the trace off (and
-            // a way to profile one case: perf record ... --child C N B).
-            const int c = std::stoi(argv[i + 1]);
-            const int batch = i + 3 < argc ? std::max(1, std::stoi(argv[i + 3])) : 1;
-            if (c < 0 || c >= kNumCases) {
-                return 2;
-            }
-            const Timing t = kCases[c].fn(nullptr, std::stoi(argv[i + 2]), batch);
-            std::printf("%.3f %.3f %.4f\n", t.total, t.model, t.allocs);
-            return 0;
-        } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
-            rounds = std::max(1, std::stoi(argv[++i]));
-        } else if (!std::strcmp(argv[i], "--cpu") && i + 1 < argc) {
-            cpu = std::stoi(argv[++i]);
-        } else if (!std::strcmp(argv[i], "--baseline") && i + 1 < argc) {
-            base = argv[++i];
-            base_given = true;
-        } else {
-            n = std::stoi(argv[i]);
-        }
-    }
-    if (!base_given) {
-        base = std::string(argv[0]) + "-notrace";  // next to this binary when built
-    }
-    const bool have_base = file_exists(base);
-    if (!hca::kTraceCompiled) {
-        std::fprintf(stderr, "this is the baseline binary (trace compiled out); run hcasim-bench-datapath\n");
+// The baseline's side: one measurement with the trace off, "total model
+// allocs" on one line (and a way to profile one case: perf record ...
+// --child C N B).
+int child(const std::vector<int> &args) {
+    const int c = args[0];
+    const int batch = args.size() > 2 ? std::max(1, args[2]) : 1;
+    if (c < 0 || c >= kNumCases) {
         return 2;
     }
-    if (have_base) {
-        struct stat a {}, b {};
-        stat(argv[0], &a);
-        stat(base.c_str(), &b);
-        std::printf("baseline (trace compiled out): %s%s\n", base.c_str(),
-                    b.st_mtime + 60 < a.st_mtime ? "  (OLDER than this binary: rebuild with ninja -C build "
-                                                   "bench-datapath)"
-                                                 : "");
-    } else {
+    const Timing t = kCases[c].fn(nullptr, args[1], batch);
+    std::printf("%.3f %.3f %.4f\n", t.total, t.model, t.allocs);
+    return 0;
+}
+
+// Which baseline binary the "out" column comes from; false if there is none.
+bool announce_baseline(const char *self, const std::string &base) {
+    if (!file_exists(base)) {
         std::printf("no baseline binary %s: the trace-off cost is not measured (ninja -C build bench-datapath "
                     "builds it)\n",
                     base.c_str());
+        return false;
     }
-    const int on_cpu = pin(cpu);
-    std::printf("%d WQEs per measurement, fastest of %d interleaved rounds, on CPU %d; ns per WQE\n\n", n, rounds,
-                on_cpu);
+    struct stat a {
+    }, b{};
+    stat(self, &a);
+    stat(base.c_str(), &b);
+    std::printf("baseline (trace compiled out): %s%s\n", base.c_str(),
+                b.st_mtime + 60 < a.st_mtime ? "  (OLDER than this binary: rebuild with ninja -C build "
+                                               "bench-datapath)"
+                                             : "");
+    return true;
+}
+
+// The first table: each case with the trace compiled out, off, filtered
+// to nothing and on, fastest of the rounds. Returns whether trace off
+// stays within 2 % of compiled out (true when that is not measured).
+bool trace_table(const std::string &base, bool have_base, int n, int rounds) {
     char path[] = "/tmp/hcasim-bench-trace-XXXXXX";
     close(mkstemp(path));
     std::printf("%-36s %9s %9s %9s %9s %10s %9s %8s\n", "work request", "out", "off", "none", "on", "off WQE/s",
@@ -371,9 +355,8 @@ int main(int argc, char **argv) {
             g_filter = "all";
             best[3] = std::min(best[3], kCases[c].fn(path, n, 1).total);
         }
-        const bool out = have_base && best[0] < 1e300;
         char out_s[32] = "-", ratio_s[32] = "-";
-        if (out) {
+        if (have_base && best[0] < 1e300) {
             std::snprintf(out_s, sizeof(out_s), "%.0f", best[0]);
             std::snprintf(ratio_s, sizeof(ratio_s), "%.4f", best[1] / best[0]);
             worst = std::max(worst, best[1] / best[0] - 1);
@@ -386,11 +369,40 @@ int main(int argc, char **argv) {
     if (base_failed) {
         std::printf("\nthe baseline binary failed; the out column is incomplete\n");
     }
-    const bool trace_ok = !have_base || base_failed || worst < 0.02;
     if (have_base && !base_failed) {
         std::printf("\ntrace off costs %+.2f %% over trace compiled out (worst case; requirement < 2 %%): %s\n",
                     worst * 100, worst < 0.02 ? "ok" : "TOO SLOW");
     }
+    return !have_base || base_failed || worst < 0.02;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"the model's data path alone (fake host): ns and WQEs/s per work request"};
+    int n = 50000;
+    int rounds = 5;
+    int cpu = -1;
+    std::string base = std::string(argv[0]) + "-notrace";  // next to this binary when built
+    std::vector<int> child_args;
+    app.add_option("n", n, "WQEs per measurement")->check(CLI::PositiveNumber);
+    app.add_option("--rounds", rounds, "interleaved rounds; the fastest counts")->check(CLI::PositiveNumber);
+    app.add_option("--cpu", cpu, "the CPU to run on (default: the last one allowed)");
+    app.add_option("--baseline", base, "the bench built over the model with the trace compiled out");
+    app.add_option("--child", child_args, "one trace-off measurement: CASE N [BATCH]")->expected(2, 3);
+    CLI11_PARSE(app, argc, argv);
+    if (!child_args.empty()) {
+        return child(child_args);
+    }
+    if (!hca::kTraceCompiled) {
+        std::fprintf(stderr, "this is the baseline binary (trace compiled out); run hcasim-bench-datapath\n");
+        return 2;
+    }
+    const bool have_base = announce_baseline(argv[0], base);
+    const int on_cpu = pin(cpu);
+    std::printf("%d WQEs per measurement, fastest of %d interleaved rounds, on CPU %d; ns per WQE\n\n", n, rounds,
+                on_cpu);
+    const bool trace_ok = trace_table(base, have_base, n, rounds);
     model_core(n, rounds);
     return trace_ok ? 0 : 1;
 }
