@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "datapath/wqe.h"
+#include "iba/packet.h"
 #include "trace/trace.h"
 #include "trace_events.gen.h"
 
@@ -143,4 +144,18 @@ TEST_CASE("the WQE opcode names come from trace-events, one per opcode the model
     for (const auto &[op, name] : known) {
         CHECK(std::string_view(wqe_opcode_name(op)) == name);
     }
+}
+
+// The link library names packets itself (the fabric has no trace tables);
+// trace-events declares the same names for the Python tools.  They agree.
+TEST_CASE("the packet opcode names of trace-events are the link library's", "[trace]") {
+    for (unsigned op = 0; op < 0x20; ++op) {
+        const std::string_view link = iba::opcode_name(static_cast<uint8_t>(op));
+        INFO("opcode 0x" << std::hex << op << ": " << link);
+        if (link.starts_with("RESERVED")) {
+            continue;
+        }
+        CHECK(link == trace_name_iba_opcode(op));
+    }
+    CHECK(std::string_view(iba::opcode_name(iba::kRc | iba::kAck)) == trace_name_iba_opcode(iba::kAck));
 }

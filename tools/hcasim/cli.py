@@ -159,10 +159,24 @@ def cmd_qtest(a):
     return 0 if outcomes and not failed else 1
 
 
-def main(argv=None):
+def parser():
+    """The command line: every command of ./hcasim."""
     p = argparse.ArgumentParser(prog="hcasim", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
+    add_vm_commands(sub)
+    add_test_commands(sub)
+    add_driver_command(sub)
 
+    from hcasim import fuzz, trace_cli
+    trace_cli.register(sub)  # trace, inspect
+    fuzz.register(sub)
+    fault.register(sub)
+    kernels.register(sub)
+    return p
+
+
+def add_vm_commands(sub):
+    """setup, build, boot, run, demo."""
     s = sub.add_parser("setup", help="install dependencies with apt and build everything (idempotent)")
     s.set_defaults(func=cmd_setup)
 
@@ -185,6 +199,9 @@ def main(argv=None):
     add_vm_options(s, default_timeout=600)
     s.set_defaults(func=demo.main)
 
+
+def add_test_commands(sub):
+    """test, suite, qtest."""
     s = sub.add_parser("test", help="build and run every test level; prints 'N passed, N failed'")
     s.add_argument("--no-guest", action="store_true", help="skip the guest tests")
     s.add_argument("--only", nargs="*", help="guest tests whose file name contains one of these")
@@ -220,6 +237,8 @@ def main(argv=None):
     add_qemu_option(s, matrix=True)
     s.set_defaults(func=cmd_qtest)
 
+
+def add_driver_command(sub):
     s = sub.add_parser("driver", help="build mlx5_core/mlx5_ib/ib_ipoib from source for the guest kernel")
     s.add_argument("action", choices=["build", "show"], help="build: build the modules; show: what is built")
     s.add_argument("--source", help="a kernel tree to build from (default: Debian's linux-source-X.Y at the "
@@ -228,13 +247,9 @@ def main(argv=None):
     add_image_option(s)
     s.set_defaults(func=driver.main)
 
-    from hcasim import fuzz, trace_cli
-    trace_cli.register(sub)  # trace, inspect
-    fuzz.register(sub)
-    fault.register(sub)
-    kernels.register(sub)
 
-    a = p.parse_args(argv)
+def main(argv=None):
+    a = parser().parse_args(argv)
     # One QEMU line for the whole command (a suite matrix sets it per column).
     if getattr(a, "qemu", None) and len(build.qemu_lines(a.qemu)) == 1:
         os.environ["HCASIM_QEMU_LINE"] = build.qemu_lines(a.qemu)[0]

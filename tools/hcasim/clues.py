@@ -4,8 +4,10 @@ programs' complaints, kernel warnings and the device's guest errors."""
 import re
 
 from hcasim import postmortem
+from hcasim import trace_parse as tp
 
 
+_GUEST_ERR_MARK, = tp.line_marks("guest_err")  # the category, checked against the schema
 BAD_DMESG = re.compile(r"mlx5.*(error|fail|timeout|WARN)|WARNING:|Call Trace|BUG:|Oops|ib.*(error|fail|timed out)")
 
 
@@ -58,7 +60,7 @@ def clues(run_dir, limit=4):
                 continue
             with trace.open(errors="replace") as f:
                 for line in f:
-                    if " guest_err " in line:
+                    if _GUEST_ERR_MARK in line:
                         out.append(f"{nd.name} device: {line.strip()[:160]}")
                         n += 1
                         if n >= limit:

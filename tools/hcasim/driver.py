@@ -78,34 +78,13 @@ def debian_source(version, line):
 def build(source=None, patches=(), jobs=None, image=DEFAULT_IMAGE):
     """Builds the three modules; returns the directory holding them."""
     release, version = guest_kernel(image)
-    root = None
-    if native(image):
-        headers = Path(f"/usr/src/linux-headers-{release}")
-        if not (headers / "Makefile").exists():
-            deps.ensure(extra=[f"linux-headers-{release}"])
-        if not (headers / "Makefile").exists():
-            die(f"no kernel headers for the guest kernel {release} (apt package linux-headers-{release})")
-    else:
-        root = build_root(image)
-        if not root:
-            die(f"no build root for the {image} image (images/build-image.sh {image} LINK --build-root)")
-        headers = Path(f"/usr/src/linux-headers-{release}")
+    root, headers = _headers(image, release)
     tree = Path(source).resolve() if source else debian_source(version, IMAGES[image][0])
     for d in COPY:
         if not (tree / d).is_dir():
             die(f"{tree} is not a kernel tree with {d}")
     patches = [Path(p).resolve() for p in patches]
-    h = hashlib.sha256(f"{release} {tree}".encode())
-    for d in COPY:
-        for f in sorted((tree / d).rglob("*")):
-            if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Makefile", "Kconfig", "Kbuild")):
-                h.update(f.relative_to(tree).as_posix().encode())
-                h.update(f.read_bytes())
-    for p in patches:
-        if not p.is_file():
-            die(f"no such patch: {p}")
-        h.update(p.read_bytes())
-    key = h.hexdigest()[:16]
+    key = _source_key(release, tree, patches)
     out = BUILD / "driver" / key
     current = BUILD / "driver" / "current"
     modules = out / "modules" / release
@@ -120,39 +99,9 @@ def build(source=None, patches=(), jobs=None, image=DEFAULT_IMAGE):
         shutil.rmtree(work, ignore_errors=True)
         out.mkdir(parents=True)
         work.mkdir(parents=True)
-        for d in COPY:
-            shutil.copytree(tree / d, work / d, symlinks=True)
-        for p in patches:
-            say(f"applying {p.name}")
-            r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(work), "-i", str(p)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                die(f"patch {p} does not apply to the driver sources:\n{r.stdout}{r.stderr}"
-                    "(patches may only touch drivers/net/ethernet/mellanox, drivers/infiniband/hw/mlx5, "
-                    "drivers/infiniband/ulp/ipoib, drivers/infiniband/core)")
-        jobs = jobs or os.cpu_count() or 2
-        symvers = {}
-        for name, rel, needs in DRIVERS:
-            say(f"building {name}.ko for {release}" + (f" in {image}'s build root" if root else ""))
-            extra = [f"KBUILD_EXTRA_SYMBOLS={' '.join(str(symvers[n]) for n in needs)}"] if needs else []
-            if root:
-                r = kbuild_in_root(root, str(headers), str(inside / rel), extra)
-            else:
-                cmd = ["make", "-C", headers, f"M={work / rel}", f"-j{jobs}", *extra, "modules"]
-                r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-            (out / f"{name}-build.log").write_text(r.stdout + r.stderr)
-            if r.returncode != 0:
-                tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
-                die(f"building {name} failed (log {out / f'{name}-build.log'}):\n{tail}")
-            symvers[name] = inside / rel / "Module.symvers"
-        modules.mkdir(parents=True, exist_ok=True)
-        (out / "debug").mkdir(exist_ok=True)
-        for name, rel, _ in DRIVERS:
-            # The guests get them without debug info (6.12's mlx5_core: 118
-            # MB -> a few MB, copied into every run and over 9p); the full
-            # ones stay in debug/ for gdb and decode_stacktrace.
-            shutil.copy2(work / rel / f"{name}.ko", out / "debug" / f"{name}.ko")
-            run(["objcopy", "--strip-debug", out / "debug" / f"{name}.ko", modules / f"{name}.ko"], quiet=True)
+        _patched_copy(tree, work, patches)
+        _make_modules(out, work, inside, headers, root, release, image, jobs or os.cpu_count() or 2)
+        _install(out, work, modules)
         (out / "source.txt").write_text(
             f"kernel {release} ({version}), image {image}\nsource {tree}\n" + "".join(f"patch {p}\n" for p in patches))
         if root:
@@ -162,6 +111,83 @@ def build(source=None, patches=(), jobs=None, image=DEFAULT_IMAGE):
     current.symlink_to(out.name)
     say(f"driver modules: {modules} (also {current})")
     return out / "modules"
+
+
+def _headers(image, release):
+    """(the image's build root or None, the kernel headers' directory): this
+    host's headers (installed when missing) for an image of its release."""
+    headers = Path(f"/usr/src/linux-headers-{release}")
+    if not native(image):
+        root = build_root(image)
+        if not root:
+            die(f"no build root for the {image} image (images/build-image.sh {image} LINK --build-root)")
+        return root, headers
+    if not (headers / "Makefile").exists():
+        deps.ensure(extra=[f"linux-headers-{release}"])
+    if not (headers / "Makefile").exists():
+        die(f"no kernel headers for the guest kernel {release} (apt package linux-headers-{release})")
+    return None, headers
+
+
+def _source_key(release, tree, patches):
+    """The build's name: a hash of the kernel release, the driver sources
+    and the patches."""
+    h = hashlib.sha256(f"{release} {tree}".encode())
+    for d in COPY:
+        for f in sorted((tree / d).rglob("*")):
+            if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Makefile", "Kconfig", "Kbuild")):
+                h.update(f.relative_to(tree).as_posix().encode())
+                h.update(f.read_bytes())
+    for p in patches:
+        if not p.is_file():
+            die(f"no such patch: {p}")
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _patched_copy(tree, work, patches):
+    """The driver directories of tree copied into work, the patches applied."""
+    for d in COPY:
+        shutil.copytree(tree / d, work / d, symlinks=True)
+    for p in patches:
+        say(f"applying {p.name}")
+        r = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(work), "-i", str(p)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            die(f"patch {p} does not apply to the driver sources:\n{r.stdout}{r.stderr}"
+                "(patches may only touch drivers/net/ethernet/mellanox, drivers/infiniband/hw/mlx5, "
+                "drivers/infiniband/ulp/ipoib, drivers/infiniband/core)")
+
+
+def _make_modules(out, work, inside, headers, root, release, image, jobs):
+    """Each driver built in turn (in the build root when there is one), with
+    the Module.symvers of those it needs; the logs in out."""
+    symvers = {}
+    for name, rel, needs in DRIVERS:
+        say(f"building {name}.ko for {release}" + (f" in {image}'s build root" if root else ""))
+        extra = [f"KBUILD_EXTRA_SYMBOLS={' '.join(str(symvers[n]) for n in needs)}"] if needs else []
+        if root:
+            r = kbuild_in_root(root, str(headers), str(inside / rel), extra)
+        else:
+            cmd = ["make", "-C", headers, f"M={work / rel}", f"-j{jobs}", *extra, "modules"]
+            r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+        (out / f"{name}-build.log").write_text(r.stdout + r.stderr)
+        if r.returncode != 0:
+            tail = "\n".join((r.stdout + r.stderr).splitlines()[-25:])
+            die(f"building {name} failed (log {out / f'{name}-build.log'}):\n{tail}")
+        symvers[name] = inside / rel / "Module.symvers"
+
+
+def _install(out, work, modules):
+    """The built modules into modules/ without debug info, into debug/ with."""
+    modules.mkdir(parents=True, exist_ok=True)
+    (out / "debug").mkdir(exist_ok=True)
+    for name, rel, _ in DRIVERS:
+        # The guests get them without debug info (6.12's mlx5_core: 118
+        # MB -> a few MB, copied into every run and over 9p); the full
+        # ones stay in debug/ for gdb and decode_stacktrace.
+        shutil.copy2(work / rel / f"{name}.ko", out / "debug" / f"{name}.ko")
+        run(["objcopy", "--strip-debug", out / "debug" / f"{name}.ko", modules / f"{name}.ko"], quiet=True)
 
 
 def main(a):

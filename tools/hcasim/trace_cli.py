@@ -25,6 +25,8 @@ from hcasim.common import die
 from hcasim.trace_select import filters_of, int_list, merged, node_and_seq, parse_int, run_dir_of, sources_of, split_args
 from hcasim.trace_summary import Summary
 
+_SEND_MARK, = tp.line_marks("pkt send")
+
 
 # -- summary -----------------------------------------------------------------
 
@@ -111,10 +113,10 @@ def cmd_wire(a):
     else:
         # Packets of the traced events chosen like `list` does.
         keep_line, keep_event, since, until = filters_of(a)
-        for e in merged(srcs, keep=lambda line: " pkt send " in line and keep_line(line), since=since):
+        for e in merged(srcs, keep=lambda line: _SEND_MARK in line and keep_line(line), since=since):
             if until is not None and e.t > until:
                 break
-            if e.ev == "send" and keep_event(e) and e.int("id") is not None:
+            if e.is_("pkt send") and keep_event(e) and e.int("id") is not None:
                 ids.append(e.int("id"))
                 if len(ids) >= a.limit:
                     break

@@ -30,6 +30,21 @@ TID_CMD = 0x2000000
 TID_PORT = 0x2000001
 PKT_DUR_NS = 500
 
+# The events that make timeline items (hca-model/trace-events), and the
+# categories all of whose events are marks.
+OBJ_CREATE_QP = tp.event_key("obj create_qp")
+UAR_SQ_DOORBELL = tp.event_key("uar sq_doorbell")
+WQE_FETCH = tp.event_key("wqe fetch")
+PKT_SEND, PKT_RECV = tp.event_key("pkt send"), tp.event_key("pkt recv")
+CQE_CQE = tp.event_key("cqe cqe")
+EQ_EQE = tp.event_key("eq eqe")
+IRQ_MSIX = tp.event_key("irq msix")
+CMD_DOORBELL, CMD_DONE = tp.event_key("cmd doorbell"), tp.event_key("cmd done")
+QP_ERROR, QP_TRANSITION = tp.event_key("qp error"), tp.event_key("qp transition")
+MARK_CATEGORIES = ("port", "guest_err")
+# Raw-line filter of the packets the clock alignment uses.
+_SEND_MARK, _RECV_MARK = tp.line_marks(PKT_SEND, PKT_RECV)
+
 
 def node_index(name):
     return int(name[4:]) if name.startswith("node") and name[4:].isdigit() else 0
@@ -42,7 +57,7 @@ def estimate_offsets(srcs):
         return {s.name: 0 for s in srcs}
     evs = {}
     for s in srcs:
-        evs[s.name] = [e for e in s.events(keep=lambda line: " pkt send " in line or " pkt recv " in line,
+        evs[s.name] = [e for e in s.events(keep=lambda line: _SEND_MARK in line or _RECV_MARK in line,
                                             stats=tp.ParseStats())]
     ref = srcs[0].name
     out = {ref: 0}
@@ -82,88 +97,126 @@ class Collector:
     def items(self, e):
         """Timeline items of one event: dicts with kind, node, tid, t, dur,
         name, args."""
-        c, ev, n = e.cat, e.ev, e.node
-        out = []
-        if c == "obj" and ev == "create_qp":
-            q = e.int("qpn")
-            self.qp_types[(n, q)] = e.get("type")
-            self.tracks[(n, q)] = f"QP 0x{q:x} {e.get('type')}"
-        elif c == "uar" and ev == "sq_doorbell":
-            q, i = e.int("qpn"), e.int("wqe_index")
-            if q is not None and i is not None:
-                self.open.setdefault((n, q), {})[i] = [self.t(e), e.seq, e.get("opcode"), False]
-        elif c == "wqe" and ev == "fetch":
-            q, i = e.int("qpn"), e.int("index")
-            d = self.open.setdefault((n, q), {})
-            if i in d:
-                d[i][3] = True
-                d[i][2] = e.wqe_opcode()
-            else:
-                d[i] = [self.t(e), e.seq, e.wqe_opcode(), True]
-            self.qp_track(n, q)
-        elif c == "pkt" and ev in ("send", "recv"):
-            q = e.int("qpn") if ev == "send" else e.int("dqpn")
-            if q is None or q == 0xffffff:
-                q = 0xffffff
-            key = self.qp_track(n, q) if q != 0xffffff else self.multicast_track(n)
-            out.append({"kind": "pkt", "dir": ev, "node": n, "tid": key[1], "t": self.t(e), "dur": PKT_DUR_NS,
-                        "name": f"{'>' if ev == 'send' else '<'} {e.pkt_opcode()}",
-                        "id": e.get("id"), "args": {"seq": e.seq, "line": e.body}})
-        elif c == "cqe" and ev == "cqe":
-            q = e.int("qpn")
-            key = self.qp_track(n, q)
-            kind = e.cqe_kind() or "?"
-            out.append({"kind": "cqe", "node": n, "tid": key[1], "t": self.t(e), "dur": 0,
-                        "name": f"CQE {kind}", "err": kind.endswith("ERR"),
-                        "args": {"seq": e.seq, "line": e.body}})
-            if kind.startswith("REQ"):
-                d = self.open.get((n, q), {})
-                cnt = e.int("wqe_counter")
-                # This CQE completes its WQE and the unsignaled ones before it.
-                for i in sorted(d, key=lambda i: d[i][1]):
-                    t0, seq, op, _ = d[i]
-                    done = i == cnt or (cnt is not None and ((cnt - i) & 0xffff) < 0x8000)
-                    if not done:
-                        continue
-                    out.append({"kind": "wqe", "node": n, "tid": key[1], "t": t0, "dur": max(self.t(e) - t0, 1),
-                                "name": f"{op} 0x{i:x}", "err": kind.endswith("ERR") and i == cnt,
-                                "args": {"doorbell_seq": seq, "cqe_seq": e.seq, "cqe": e.body}})
-                    del d[i]
-        elif c == "eq" and ev == "eqe":
-            key = self.eq_track(n, e.int("eqn"))
-            cqn = e.eqe_cqn()
-            out.append({"kind": "eqe", "node": n, "tid": key[1], "t": self.t(e), "dur": 0,
-                        "name": f"EQE cqn 0x{cqn:x}" if cqn is not None and e.int("type") == 0
-                        else f"EQE type {e.get('type')}", "args": {"seq": e.seq, "line": e.body}})
-        elif c == "irq" and ev == "msix":
-            key = self.eq_track(n, e.int("eqn"))
-            out.append({"kind": "irq", "node": n, "tid": key[1], "t": self.t(e), "dur": 0,
-                        "name": f"MSI-X {e.get('vector')}", "args": {"seq": e.seq}})
-        elif c == "cmd":
-            if ev == "doorbell":
-                self.cmd_open[(n, "db")] = self.t(e)
-            elif ev == "done":
-                self.tracks.setdefault((n, TID_CMD), "commands")
-                t1 = self.t(e)
-                t0 = self.cmd_open.pop((n, "db"), None)
-                if t0 is None or t1 - t0 > 10 * 1000 * 1000:
-                    t0 = t1 - (e.int("ns") or 1)
-                out.append({"kind": "cmd", "node": n, "tid": TID_CMD, "t": t0, "dur": max(t1 - t0, 1),
-                            "name": tp.vname(e.get("opcode")) or "?",
-                            "err": not (e.get("status") or "OK").startswith("OK"),
-                            "args": {"seq": e.seq, "status": e.get("status")}})
-        elif c in ("port", "guest_err") or (c == "qp" and ev in ("error", "transition")):
-            tid = TID_PORT
-            name = "port" if c == "port" else "events"
-            if c == "qp":
-                tid = self.qp_track(n, e.int("qpn"))[1]
-            self.tracks.setdefault((n, tid), name)
-            out.append({"kind": "mark", "node": n, "tid": tid, "t": self.t(e), "dur": 0,
-                        "name": f"{c} {ev}", "err": c == "guest_err" or ev == "error",
-                        "args": {"seq": e.seq, "line": e.body}})
+        key = f"{e.cat} {e.ev}"
+        make = self._BY_EVENT.get(key)
+        if make is None and e.cat in MARK_CATEGORIES:
+            make = Collector._mark
+        out = make(self, key, e) if make is not None else []
         for it in out:
             self.count[it["kind"]] += 1
         return out
+
+    # -- one method per event: the items it makes -----------------------------
+
+    def _create_qp(self, key, e):
+        n, q = e.node, e.int("qpn")
+        self.qp_types[(n, q)] = e.get("type")
+        self.tracks[(n, q)] = f"QP 0x{q:x} {e.get('type')}"
+        return []
+
+    def _sq_doorbell(self, key, e):
+        """A WQE's span starts at its doorbell..."""
+        q, i = e.int("qpn"), e.int("wqe_index")
+        if q is not None and i is not None:
+            self.open.setdefault((e.node, q), {})[i] = [self.t(e), e.seq, e.get("opcode"), False]
+        return []
+
+    def _fetch(self, key, e):
+        """... or at its fetch when no doorbell named it."""
+        n, q, i = e.node, e.int("qpn"), e.int("index")
+        d = self.open.setdefault((n, q), {})
+        if i in d:
+            d[i][3] = True
+            d[i][2] = e.wqe_opcode()
+        else:
+            d[i] = [self.t(e), e.seq, e.wqe_opcode(), True]
+        self.qp_track(n, q)
+        return []
+
+    def _packet(self, key, e):
+        n, ev, sent = e.node, e.ev, key == PKT_SEND
+        q = e.int("qpn") if sent else e.int("dqpn")
+        if q is None or q == 0xffffff:
+            q = 0xffffff
+        track = self.qp_track(n, q) if q != 0xffffff else self.multicast_track(n)
+        return [{"kind": "pkt", "dir": ev, "node": n, "tid": track[1], "t": self.t(e), "dur": PKT_DUR_NS,
+                 "name": f"{'>' if sent else '<'} {e.pkt_opcode()}",
+                 "id": e.get("id"), "args": {"seq": e.seq, "line": e.body}}]
+
+    def _cqe(self, key, e):
+        n, q = e.node, e.int("qpn")
+        track = self.qp_track(n, q)
+        kind = e.cqe_kind() or "?"
+        out = [{"kind": "cqe", "node": n, "tid": track[1], "t": self.t(e), "dur": 0,
+                "name": f"CQE {kind}", "err": kind.endswith("ERR"),
+                "args": {"seq": e.seq, "line": e.body}}]
+        if kind.startswith("REQ"):
+            out.extend(self._completed_wqes(e, q, track[1], kind))
+        return out
+
+    def _completed_wqes(self, e, q, tid, kind):
+        """The spans of the WQEs a requester CQE completes: its own and the
+        unsignaled ones before it."""
+        n = e.node
+        d = self.open.get((n, q), {})
+        cnt = e.int("wqe_counter")
+        out = []
+        for i in sorted(d, key=lambda i: d[i][1]):
+            t0, seq, op, _ = d[i]
+            done = i == cnt or (cnt is not None and ((cnt - i) & 0xffff) < 0x8000)
+            if not done:
+                continue
+            out.append({"kind": "wqe", "node": n, "tid": tid, "t": t0, "dur": max(self.t(e) - t0, 1),
+                        "name": f"{op} 0x{i:x}", "err": kind.endswith("ERR") and i == cnt,
+                        "args": {"doorbell_seq": seq, "cqe_seq": e.seq, "cqe": e.body}})
+            del d[i]
+        return out
+
+    def _eqe(self, key, e):
+        track = self.eq_track(e.node, e.int("eqn"))
+        cqn = e.eqe_cqn()
+        return [{"kind": "eqe", "node": e.node, "tid": track[1], "t": self.t(e), "dur": 0,
+                 "name": f"EQE cqn 0x{cqn:x}" if cqn is not None and e.int("type") == 0
+                 else f"EQE type {e.get('type')}", "args": {"seq": e.seq, "line": e.body}}]
+
+    def _msix(self, key, e):
+        track = self.eq_track(e.node, e.int("eqn"))
+        return [{"kind": "irq", "node": e.node, "tid": track[1], "t": self.t(e), "dur": 0,
+                 "name": f"MSI-X {e.get('vector')}", "args": {"seq": e.seq}}]
+
+    def _cmd_doorbell(self, key, e):
+        self.cmd_open[(e.node, "db")] = self.t(e)
+        return []
+
+    def _cmd_done(self, key, e):
+        """A command's span: from the doorbell before it, or its own time."""
+        n = e.node
+        self.tracks.setdefault((n, TID_CMD), "commands")
+        t1 = self.t(e)
+        t0 = self.cmd_open.pop((n, "db"), None)
+        if t0 is None or t1 - t0 > 10 * 1000 * 1000:
+            t0 = t1 - (e.int("ns") or 1)
+        return [{"kind": "cmd", "node": n, "tid": TID_CMD, "t": t0, "dur": max(t1 - t0, 1),
+                 "name": tp.vname(e.get("opcode")) or "?",
+                 "err": not (e.get("status") or "OK").startswith("OK"),
+                 "args": {"seq": e.seq, "status": e.get("status")}}]
+
+    def _mark(self, key, e):
+        """An instant on the QP's track (its state) or the node's "port" or
+        "events" track."""
+        n, c = e.node, e.cat
+        tid = TID_PORT
+        name = "port" if c == "port" else "events"
+        if c == "qp":
+            tid = self.qp_track(n, e.int("qpn"))[1]
+        self.tracks.setdefault((n, tid), name)
+        return [{"kind": "mark", "node": n, "tid": tid, "t": self.t(e), "dur": 0,
+                 "name": key, "err": c == "guest_err" or key == QP_ERROR,
+                 "args": {"seq": e.seq, "line": e.body}}]
+
+    _BY_EVENT = {OBJ_CREATE_QP: _create_qp, UAR_SQ_DOORBELL: _sq_doorbell, WQE_FETCH: _fetch,
+                 PKT_SEND: _packet, PKT_RECV: _packet, CQE_CQE: _cqe, EQ_EQE: _eqe, IRQ_MSIX: _msix,
+                 CMD_DOORBELL: _cmd_doorbell, CMD_DONE: _cmd_done, QP_ERROR: _mark, QP_TRANSITION: _mark}
 
     def multicast_track(self, node):
         key = (node, 0xffffff)
@@ -177,7 +230,7 @@ def events_for(a, srcs):
     for e in merged(srcs, since=since):
         if until is not None and e.t > until:
             continue
-        if (e.is_("obj create_qp")) or (keep_line(e.line) and keep_event(e)):
+        if e.is_(OBJ_CREATE_QP) or (keep_line(e.line) and keep_event(e)):
             yield e
 
 

@@ -25,7 +25,12 @@ from hcasim import trace_parse as tp
 from hcasim.common import die
 from hcasim.trace_select import node_and_seq, parse_int, run_dir_of, sources_of, split_args
 
-RESPONSES = tp.RESPONSE_OPCODES | {"ATOMIC_ACKNOWLEDGE"}
+# Raw-line filters (checked against hca-model/trace-events): the packets
+# sent, the UD datagram segments, and what follows a WQE (packets, CQEs,
+# EQEs, interrupts, QP events).
+_SEND_MARK, _DATAGRAM_MARK = tp.line_marks("pkt send", "wqe datagram")
+_RELEVANT = tp.line_marks("pkt", "cqe", "eq eqe", "eq doorbell", "irq msix", "qp")
+ACKNOWLEDGE, SEND_ONLY = tp.table_names("iba_opcode", "ACKNOWLEDGE", "SEND_ONLY")
 WIRE_AUTO_BYTES = 64 << 20  # read the capture unasked when it is smaller than this
 SEC = 1_000_000_000
 
@@ -57,9 +62,6 @@ def window(source, t_from, t_to, keep):
     return out
 
 
-_RELEVANT = (" pkt ", " cqe ", " eq eqe ", " eq doorbell ", " irq msix ", " qp ")
-
-
 def _relevant(line):
     return any(k in line for k in _RELEVANT)
 
@@ -74,7 +76,7 @@ def clock_offset(evs_a, evs_b):
             if e.is_("pkt send", "pkt recv"):
                 i = e.int("id")
                 if i is not None:
-                    (snd if e.ev == "send" else rcv).setdefault(i, e.t)
+                    (snd if e.is_("pkt send") else rcv).setdefault(i, e.t)
         return snd, rcv
     sa, ra = index(evs_a)
     sb, rb = index(evs_b)
@@ -113,18 +115,18 @@ def find_ping(srcs, nth, run_dir):
     if pid is not None:
         key = f"id=0x{pid:x} "
         for s in srcs:
-            for e in s.events(keep=lambda line: " pkt send " in line and key in line, stats=tp.ParseStats()):
+            for e in s.events(keep=lambda line: _SEND_MARK in line and key in line, stats=tp.ParseStats()):
                 return s, e, how
     # The heuristic: UD SEND_ONLY from an IPoIB QP, unicast, >= 122 bytes.
     best = []
     for s in srcs:
         qk = {}
         k = 0
-        for e in s.events(keep=lambda line: " datagram " in line or " pkt send " in line, stats=tp.ParseStats()):
-            if e.ev == "datagram":
+        for e in s.events(keep=lambda line: _DATAGRAM_MARK in line or _SEND_MARK in line, stats=tp.ParseStats()):
+            if e.is_("wqe datagram"):
                 qk[e.int("qpn")] = e.int("qkey")
                 continue
-            if e.ev != "send" or e.pkt_opcode() != "SEND_ONLY":
+            if not e.is_("pkt send") or e.pkt_opcode() != SEND_ONLY:
                 continue
             q = e.int("qpn")
             if qk.get(q) != 0xb1b or (e.int("dlid") or 0) >= 0xc000 or (e.int("len") or 0) < 122:
@@ -250,16 +252,16 @@ class Follow:
                 break
             if e.seq <= f.seq:
                 continue
-            if e.is_("pkt recv") and e.int("dqpn") == q and e.pkt_opcode() in RESPONSES \
+            if e.is_("pkt recv") and e.int("dqpn") == q and e.pkt_opcode() in tp.RESPONSE_OPCODES \
                     and (e.int("id") in resp_ids or _psn_in(e.int("psn"), first_psn, last_psn)
-                         or (e.pkt_opcode() == "ACKNOWLEDGE" and sent and e.seq > sent[-1].seq
+                         or (e.pkt_opcode() == ACKNOWLEDGE and sent and e.seq > sent[-1].seq
                              and tp.psn_diff(e.int("psn"), last_psn) >= 0)):
                 resp_ids.add(e.int("id"))
                 self.add(name, e, "response received", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')}")
             elif e.is_("pkt ack") and e.int("qpn") == q and e.int("id") in resp_ids:
                 self.add(name, e, "ACK processed", f"psn={e.get('psn')} msn={e.get('msn')}")
-            elif e.cat == "qp" and e.int("qpn") == q and e.ev in ("ack_timeout", "retransmit", "nak", "rnr_nak",
-                                                                  "requester", "error"):
+            elif e.is_("qp ack_timeout", "qp retransmit", "qp nak", "qp rnr_nak", "qp requester", "qp error") \
+                    and e.int("qpn") == q:
                 self.add(name, e, f"QP {e.ev}", e.body)
             elif e.is_("pkt drop", "pkt ignore") and e.int("id") in resp_ids:
                 self.add(name, e, f"response {e.ev}", e.reason)
@@ -335,7 +337,7 @@ class Follow:
                 self.add(n, e, "packet received", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')} "
                          f"dqpn={e.get('dqpn')}", adj(e.t))
             elif e.is_("pkt drop", "pkt ignore") and e.int("id") in ids:
-                self.add(n, e, f"packet {e.ev}ped" if e.ev == "drop" else "packet ignored", e.reason, adj(e.t))
+                self.add(n, e, f"packet {e.ev}ped" if e.is_("pkt drop") else "packet ignored", e.reason, adj(e.t))
             elif e.is_("pkt duplicate") and qb is not None and e.int("qpn") == qb:
                 self.add(n, e, "duplicate", e.body, adj(e.t))
         if last_recv is None:
@@ -364,13 +366,12 @@ class Follow:
                 if resp_ids and not any(x.is_("pkt send") and x.int("id") in resp_ids
                                         for x in evs if x.seq > e.seq):
                     continue
-                self.add(n, e, "ACK scheduled" if e.ev == "ack_out" else e.ev.replace("_", " "),
+                self.add(n, e, "ACK scheduled" if e.is_("pkt ack_out") else e.ev.replace("_", " "),
                          f"psn={e.get('psn')} syndrome={e.get('syndrome')} msn={e.get('msn')}", adj(e.t))
             elif e.is_("pkt send") and e.int("id") in resp_ids:
                 self.add(n, e, "response sent", f"id={e.get('id')} {e.pkt_opcode()} psn={e.get('psn')} "
                          f"dqpn={e.get('dqpn')}", adj(e.t))
-                if e.pkt_opcode() in ("ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE", "RDMA_READ_RESPONSE_LAST",
-                                      "RDMA_READ_RESPONSE_ONLY"):
+                if e.pkt_opcode() in tp.LAST_RESPONSE_OPCODES:
                     break
 
     def wire(self, run_dir, force):
@@ -490,7 +491,7 @@ def select(a, srcs, run_dir):
         pid = parse_int(a.pkt)
         key = f"id=0x{pid:x} "
         for s in srcs:
-            for e in s.events(keep=lambda line: " pkt send " in line and key in line, stats=tp.ParseStats()):
+            for e in s.events(keep=lambda line: _SEND_MARK in line and key in line, stats=tp.ParseStats()):
                 f = wqe_of_packet(s, e)
                 if f is None:
                     die(f"packet 0x{pid:x} (seq {e.seq}) was not sent by a WQE (an ACK or a response?)")

@@ -35,16 +35,54 @@ def event_key(key):
     SCHEMA.require(key)
     return key
 
-# IBA packet opcodes that a responder generates (the rest are requests).
-RESPONSE_OPCODES = frozenset(("ACKNOWLEDGE", "ATOMIC_ACKNOWLEDGE", "RDMA_READ_RESPONSE_FIRST",
-                              "RDMA_READ_RESPONSE_MIDDLE", "RDMA_READ_RESPONSE_LAST", "RDMA_READ_RESPONSE_ONLY"))
-# Packets that end a request message (the responder completes it).
-LAST_OPCODES = frozenset(("SEND_LAST", "SEND_LAST_IMM", "SEND_ONLY", "SEND_ONLY_IMM", "SEND_LAST_INV",
-                          "SEND_ONLY_INV", "RDMA_WRITE_LAST", "RDMA_WRITE_LAST_IMM", "RDMA_WRITE_ONLY",
-                          "RDMA_WRITE_ONLY_IMM", "RDMA_READ_REQUEST", "COMPARE_SWAP", "FETCH_ADD"))
-FIRST_OPCODES = frozenset(("SEND_FIRST", "SEND_ONLY", "SEND_ONLY_IMM", "SEND_ONLY_INV", "RDMA_WRITE_FIRST",
-                           "RDMA_WRITE_ONLY", "RDMA_WRITE_ONLY_IMM", "RDMA_READ_REQUEST", "COMPARE_SWAP",
-                           "FETCH_ADD"))
+
+_WQE_REMOTE = event_key("wqe remote")
+
+
+def line_marks(*names):
+    """The text that finds NAMES in a raw trace line, for keep= filters that
+    skip parsing: " cat " for a category, " cat event " for an event (a
+    segment's with its indent, " wqe   data "), each checked against the
+    schema."""
+    out = []
+    for n in names:
+        if " " in n:
+            d = SCHEMA.require(n)
+            out.append(f" {d.cat}   {d.name} " if d.seg else f" {n} ")
+        elif n in SCHEMA.categories:
+            out.append(f" {n} ")
+        else:
+            raise trace_events.SchemaError(f"no trace category {n!r} in {trace_events.TABLE}")
+    return tuple(out)
+
+
+# IBA packet opcodes as the trace names them (`names iba_opcode` in
+# hca-model/trace-events), and their classes by the spec's names: a
+# responder sends the read responses and the acknowledges; FIRST, MIDDLE,
+# LAST or ONLY places a packet in its message, and an opcode without one is
+# a message of one packet (RDMA_READ_REQUEST, COMPARE_SWAP, ACKNOWLEDGE).
+PACKET_OPCODES = frozenset(SCHEMA.names["iba_opcode"].values())
+
+
+def _place(opcode):
+    return next((w for w in opcode.split("_") if w in ("FIRST", "MIDDLE", "LAST", "ONLY")), "ONLY")
+
+
+RESPONSE_OPCODES = frozenset(o for o in PACKET_OPCODES if "_RESPONSE_" in o or o.endswith("ACKNOWLEDGE"))
+# The packets that end a response (the requester's WQE is answered).
+LAST_RESPONSE_OPCODES = frozenset(o for o in RESPONSE_OPCODES if _place(o) in ("LAST", "ONLY"))
+
+
+def table_names(table, *names):
+    """NAMES checked against the schema's `names TABLE` (iba_opcode,
+    wqe_opcode, ...): a tool that names a value the model does not fails
+    when it is loaded."""
+    known = SCHEMA.names[table].values()
+    for n in names:
+        if n not in known:
+            raise trace_events.SchemaError(f"no {n!r} in `names {table}` of {trace_events.TABLE}")
+    return names
+
 
 PSN_MASK = 0xffffff
 
@@ -200,8 +238,9 @@ class Event:
     def is_(self, *keys):
         """Whether this is one of the events KEYS ("cat event", each checked
         against the schema)."""
+        key = self.key
         for k in keys:
-            if _checked(k) == self.key:
+            if _checked(k) == key:
                 return True
         return False
 
@@ -232,7 +271,7 @@ class Event:
         v = self.kv.get("opcode")
         if v is not None:
             return vname(v)
-        if self.seg and self.ev == "remote":  # its first word
+        if self.seg and self.key == _WQE_REMOTE:  # its first word
             return self.words[0] if self.words else None
         return self.ev if self.seg and self.ev.isupper() else None  # format 1
 

@@ -10,6 +10,26 @@ from hcasim import trace_parse as tp
 
 ERROR_CQES = ("REQ_ERR", "RESP_ERR")
 
+# The events counted beyond their category (hca-model/trace-events).
+WQE_FETCH = tp.event_key("wqe fetch")
+PKT_SEND, PKT_RECV = tp.event_key("pkt send"), tp.event_key("pkt recv")
+PKT_DROP, PKT_IGNORE = tp.event_key("pkt drop"), tp.event_key("pkt ignore")
+PKT_DUPLICATE = tp.event_key("pkt duplicate")
+PKT_NAKS = (tp.event_key("pkt nak_out"), tp.event_key("pkt rnr_nak_out"))
+CQE_CQE, CQE_ARM = tp.event_key("cqe cqe"), tp.event_key("cqe arm")
+EQ_EQE, EQ_DOORBELL = tp.event_key("eq eqe"), tp.event_key("eq doorbell")
+IRQ_MSIX = tp.event_key("irq msix")
+CMD_DONE = tp.event_key("cmd done")
+QP_ERROR, QP_TRANSITION = tp.event_key("qp error"), tp.event_key("qp transition")
+QP_RETRANSMIT = tp.event_key("qp retransmit")
+QP_RECOVERIES = (QP_RETRANSMIT, tp.event_key("qp ack_timeout"), tp.event_key("qp nak"), tp.event_key("qp rnr_nak"))
+MKEY_FAIL = tp.event_key("mkey fail")
+OBJ_CREATE_QP, OBJ_DESTROY_QP = tp.event_key("obj create_qp"), tp.event_key("obj destroy_qp")
+OBJ_CREATE_CQ = tp.event_key("obj create_cq")
+FAULT_ARMED, FAULT_FIRED = tp.event_key("fault armed"), tp.event_key("fault fired")
+FAULT_ENDS = (tp.event_key("fault retired"), tp.event_key("fault expired"), tp.event_key("fault cleared"),
+              tp.event_key("fault dropped"))
+
 
 def table(rows, headers, right=()):
     """Aligned text table."""
@@ -71,40 +91,43 @@ class Summary:
 
     def add(self, e):
         n = e.node
+        key = f"{e.cat} {e.ev}"
         self.cats[(n, e.cat)] += 1
-        self.events[(n, f"{e.cat} {e.ev}" if not e.seg else f"{e.cat}   {e.ev}")] += 1
+        self.events[(n, key if not e.seg else f"{e.cat}   {e.ev}")] += 1
         handler = self._BY_CATEGORY.get(e.cat)
         if handler is not None:
-            handler(self, n, e.ev, e)
+            handler(self, n, key, e)
 
-    # -- one counter method per trace category --------------------------------
+    # -- one counter method per trace category: (node, "cat event", Event) ----
 
-    def _wqe(self, n, ev, e):
-        if ev == "fetch":
+    def _wqe(self, n, key, e):
+        if key == WQE_FETCH:
             op = e.wqe_opcode()
             self.wqe_ops[(n, op)] += 1
             q = self.qp(n, e.int("qpn"))
             q["wqes"][op] += 1
             self._touch(q, e)
 
-    def _pkt(self, n, ev, e):
-        if ev in ("send", "recv"):
+    def _pkt(self, n, key, e):
+        ev = e.ev
+        if key == PKT_SEND or key == PKT_RECV:
+            sent = key == PKT_SEND
             op = e.pkt_opcode()
             self.pkt[(n, ev, op)] += 1
-            qpn = e.int("qpn") if ev == "send" else e.int("dqpn")
+            qpn = e.int("qpn") if sent else e.int("dqpn")
             if qpn is not None and qpn != 0xffffff:
                 q = self.qp(n, qpn)
-                q["tx" if ev == "send" else "rx"] += 1
+                q["tx" if sent else "rx"] += 1
                 self._touch(q, e)
-        elif ev in ("drop", "ignore"):
+        elif key == PKT_DROP or key == PKT_IGNORE:
             self.error(f"packet {ev}", e.reason or e.body, e, anomaly=True)
-        elif ev == "duplicate":
+        elif key == PKT_DUPLICATE:
             self.error("packet duplicate", "duplicate request (retransmitted by the peer)", e, anomaly=True)
-        elif ev == "nak_out" or ev == "rnr_nak_out":
+        elif key in PKT_NAKS:
             self.error("packet " + ev, ev, e, anomaly=True)
 
-    def _cqe(self, n, ev, e):
-        if ev == "cqe":
+    def _cqe(self, n, key, e):
+        if key == CQE_CQE:
             kind = e.cqe_kind()
             self.cqe_kinds[(n, kind)] += 1
             q = self.qp(n, e.int("qpn"))
@@ -121,75 +144,75 @@ class Summary:
             else:
                 q["resp"] += 1
             self.cqs[(n, e.int("cqn"))]["cqes"] += 1
-        elif ev == "arm":
+        elif key == CQE_ARM:
             self.cqs[(n, e.int("cqn"))]["arms"] += 1
 
-    def _eq(self, n, ev, e):
-        if ev == "eqe":
+    def _eq(self, n, key, e):
+        if key == EQ_EQE:
             self.eqs[(n, e.int("eqn"))]["eqes"] += 1
             cqn = e.eqe_cqn()
             if cqn is not None and e.int("type") == 0:
                 self.cqs[(n, cqn)]["eqes"] += 1
-        elif ev == "doorbell":
+        elif key == EQ_DOORBELL:
             self.eqs[(n, e.int("eqn"))]["doorbells"] += 1
 
-    def _irq(self, n, ev, e):
-        if ev == "msix":
+    def _irq(self, n, key, e):
+        if key == IRQ_MSIX:
             self.eqs[(n, e.int("eqn"))]["irqs"] += 1
 
-    def _guest_err(self, n, ev, e):
+    def _guest_err(self, n, key, e):
         self.error("guest error", e.reason or f"{e.ev} {e.body}", e)
 
-    def _cmd(self, n, ev, e):
-        if ev == "done":
+    def _cmd(self, n, key, e):
+        if key == CMD_DONE:
             st = e.get("status", "")
             if st and not st.startswith("OK"):
                 self.error("command failed", f"{e.get('opcode')} status={st}", e)
 
-    def _qp(self, n, ev, e):
-        if ev == "error":
+    def _qp(self, n, key, e):
+        if key == QP_ERROR:
             q = self.qp(n, e.int("qpn"))
             q["state"] = "ERR"
             self.error("QP error", e.reason or e.body, e)
-        elif ev == "transition":
+        elif key == QP_TRANSITION:
             q = self.qp(n, e.int("qpn"))
             q["type"] = e.get("type") or q["type"]
             if "->" in e.words:
                 q["state"] = e.words[e.words.index("->") + 1]
-        elif ev in ("retransmit", "ack_timeout", "nak", "rnr_nak"):
-            if ev == "retransmit":
+        elif key in QP_RECOVERIES:
+            if key == QP_RETRANSMIT:
                 self.qp(n, e.int("qpn"))["retx"] += 1
-            self.error(f"QP {ev}", ev, e, anomaly=True)
+            self.error(f"QP {e.ev}", e.ev, e, anomaly=True)
 
-    def _mkey(self, n, ev, e):
-        if ev == "fail":
+    def _mkey(self, n, key, e):
+        if key == MKEY_FAIL:
             self.error("memory key", e.reason or e.body, e)
 
-    def _obj(self, n, ev, e):
-        if ev == "create_qp":
+    def _obj(self, n, key, e):
+        if key == OBJ_CREATE_QP:
             q = self.qp(n, e.int("qpn"))
             q["type"] = e.get("type")
             q["state"] = "RST"
-        elif ev == "destroy_qp":
+        elif key == OBJ_DESTROY_QP:
             self.qp(n, e.int("qpn"))["state"] = "destroyed"
-        elif ev == "create_cq":
+        elif key == OBJ_CREATE_CQ:
             self.cqs[(n, e.int("cqn"))]["eqn"] = e.int("eqn") or 0
 
-    def _fault(self, n, ev, e):
+    def _fault(self, n, key, e):
         fid = e.int("id")
         if fid is None:
             return
         f = self.faults.setdefault((n, fid), {"kind": e.get("kind", "?"), "spec": "", "armed": None, "fired": 0,
                                              "first": None, "last": None, "end": ""})
-        if ev == "armed":
+        if key == FAULT_ARMED:
             f["armed"] = e
             f["spec"] = e.words[-1] if e.words else ""
-        elif ev == "fired":
+        elif key == FAULT_FIRED:
             f["fired"] += 1
             f["first"] = f["first"] or e
             f["last"] = e
-        elif ev in ("retired", "expired", "cleared", "dropped"):
-            f["end"] = ev
+        elif key in FAULT_ENDS:
+            f["end"] = e.ev
 
     _BY_CATEGORY = {"wqe": _wqe, "pkt": _pkt, "cqe": _cqe, "eq": _eq, "irq": _irq, "guest_err": _guest_err,
                     "cmd": _cmd, "qp": _qp, "mkey": _mkey, "obj": _obj, "fault": _fault}

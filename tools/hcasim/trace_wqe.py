@@ -24,17 +24,37 @@ from hcasim import trace_parse as tp
 
 # mlx5 WQE opcodes as the model names them (hca-model/trace-events).
 WQE_OPCODES = tp.SCHEMA.names["wqe_opcode"]
-RDMA_OPS = {"RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ"}
-ATOMIC_OPS = {"ATOMIC_CS", "ATOMIC_FA", "ATOMIC_MASKED_CS", "ATOMIC_MASKED_FA"}
-# Opcodes a connected QP's requester parses (rc_req.cpp) and a UD QP's.
-RC_OPS = {"SEND", "SEND_IMM", "SEND_INVAL", "RDMA_WRITE", "RDMA_WRITE_IMM", "RDMA_READ"} | ATOMIC_OPS
-UD_OPS = {"SEND", "SEND_IMM", "LSO"}
+# The opcodes whose WQE has a remote address segment (RDMA_*), and those
+# with an atomic segment after it (ATOMIC_*).
+RDMA_OPS = frozenset(n for n in WQE_OPCODES.values() if n.startswith("RDMA_"))
+ATOMIC_OPS = frozenset(n for n in WQE_OPCODES.values() if n.startswith("ATOMIC_"))
+# The opcodes a UD QP sends, with a datagram segment.
+UD_OPS = frozenset(tp.table_names("wqe_opcode", "SEND", "SEND_IMM", "LSO"))
 
 FENCE_MODES = {0: "no fence", 1: "initiator small fence", 2: "fence (wait for outstanding reads/atomics)",
                3: "strong ordering", 4: "small fence + fence"}
 CE_MODES = {0: "CQE only on error (unsignaled)", 1: "CQE on the first error", 2: "CQE always (signaled)",
             3: "CQE and EQE always"}
-SEGMENT_EVENTS = ("data", "inline", "datagram", "eth", "atomic", "umr", "mkey")
+
+# The events of a WQE's segments (hca-model/trace-events); its other
+# indented line is the summary of a connected QP's message (wqe remote).
+WQE_FETCH = tp.event_key("wqe fetch")
+WQE_DATA, WQE_INLINE = tp.event_key("wqe data"), tp.event_key("wqe inline")
+WQE_DATAGRAM, WQE_ETH = tp.event_key("wqe datagram"), tp.event_key("wqe eth")
+WQE_ATOMIC, WQE_UMR, WQE_MKEY = tp.event_key("wqe atomic"), tp.event_key("wqe umr"), tp.event_key("wqe mkey")
+SEGMENT_EVENTS = (WQE_DATA, WQE_INLINE, WQE_DATAGRAM, WQE_ETH, WQE_ATOMIC, WQE_UMR, WQE_MKEY)
+GATHER_EVENTS = (WQE_DATA, WQE_INLINE)
+# The lines that may belong to the WQE fetched next (and the uar write that
+# rang its doorbell).
+UAR_WRITE, UAR_BLUEFLAME = tp.event_key("uar write"), tp.event_key("uar blueflame")
+UAR_SQ_DOORBELL = tp.event_key("uar sq_doorbell")
+WQE_DBR, WQE_BLUEFLAME = tp.event_key("wqe dbr"), tp.event_key("wqe blueflame")
+WQE_BLOCKED = tp.event_key("wqe blocked")
+OBJ_CREATE_QP = tp.event_key("obj create_qp")
+_NOTED = (UAR_WRITE, UAR_SQ_DOORBELL, UAR_BLUEFLAME, WQE_FETCH, WQE_DBR, WQE_BLUEFLAME, WQE_BLOCKED, OBJ_CREATE_QP)
+_NOTED_CATEGORIES = frozenset(k.partition(" ")[0] for k in _NOTED)
+_CREATE_QP_MARK, = tp.line_marks(OBJ_CREATE_QP)
+
 CONNECTED_TYPES = {"RC", "UC", "XRC"}
 UD_TYPES = {"UD", "QP0", "QP1", "GSI", "SMI"}
 
@@ -102,9 +122,9 @@ class Wqe:
 def qp_types(source, qpns, before_seq=None):
     """{qpn: create_qp Event} of the last create_qp of each QP before
     before_seq (a prefiltered scan of the trace)."""
-    want = {f" create_qp qpn=0x{q:x} " for q in qpns}
+    want = {f"{_CREATE_QP_MARK}qpn=0x{q:x} " for q in qpns}
     out = {}
-    for e in source.events(keep=lambda line: " create_qp " in line and any(w in line for w in want),
+    for e in source.events(keep=lambda line: _CREATE_QP_MARK in line and any(w in line for w in want),
                            stats=tp.ParseStats()):
         if before_seq is not None and e.seq > before_seq:
             break
@@ -135,7 +155,7 @@ class WqeReader:
         cur = self.cur
         if cur is not None:
             if e.seg and e.cat == "wqe" and e.int("qpn") == cur.qpn:
-                if e.ev in SEGMENT_EVENTS:
+                if e.key in SEGMENT_EVENTS:
                     cur.segs.append(e)
                 else:
                     cur.summary = e
@@ -151,28 +171,28 @@ class WqeReader:
         return self._finish(cur) if cur is not None else None
 
     def _note(self, e):
-        c, ev = e.cat, e.ev
-        if c == "uar":
-            if ev == "write":
-                self.uar_write[(e.int("uar"), e.int("offset"))] = e
-            elif ev == "sq_doorbell":
-                q = e.int("qpn")
-                self.doorbell[q] = e
-                wr = self.uar_write.get((e.int("uar"), e.int("offset")))
-                if wr is not None:
-                    self.db_write[e.seq] = wr
-            elif ev == "blueflame":
-                self.bf[(e.int("qpn"), e.int("wqe_index"))] = e
-        elif c == "wqe":
-            if ev == "fetch":
-                self.cur = Wqe(self.node, e)
-            elif ev == "dbr":
-                self.dbr[e.int("qpn")] = e
-            elif ev == "blueflame":
-                self.bf_exec[(e.int("qpn"), e.int("index"))] = e
-            elif ev == "blocked":
-                self.blocked.setdefault((e.int("qpn"), e.int("index")), []).append(e)
-        elif c == "obj" and ev == "create_qp":
+        if e.cat not in _NOTED_CATEGORIES:
+            return
+        key = f"{e.cat} {e.ev}"
+        if key == UAR_WRITE:
+            self.uar_write[(e.int("uar"), e.int("offset"))] = e
+        elif key == UAR_SQ_DOORBELL:
+            q = e.int("qpn")
+            self.doorbell[q] = e
+            wr = self.uar_write.get((e.int("uar"), e.int("offset")))
+            if wr is not None:
+                self.db_write[e.seq] = wr
+        elif key == UAR_BLUEFLAME:
+            self.bf[(e.int("qpn"), e.int("wqe_index"))] = e
+        elif key == WQE_FETCH:
+            self.cur = Wqe(self.node, e)
+        elif key == WQE_DBR:
+            self.dbr[e.int("qpn")] = e
+        elif key == WQE_BLUEFLAME:
+            self.bf_exec[(e.int("qpn"), e.int("index"))] = e
+        elif key == WQE_BLOCKED:
+            self.blocked.setdefault((e.int("qpn"), e.int("index")), []).append(e)
+        elif key == OBJ_CREATE_QP:
             self.create[e.int("qpn")] = e
 
     def _finish(self, w):
@@ -242,11 +262,9 @@ def collect(source, seq, lookback=400, lookahead=3000):
     r = WqeReader(source.name)
     it = tp.find_seq(source, max(1, seq - lookback))
     w = None
-    last_fetch = {}
     ender = None
     for e in it:
-        if e.seq == seq and not (e.cat == "wqe" or (e.cat == "uar" and e.ev in ("sq_doorbell", "blueflame",
-                                                                                 "write"))):
+        if e.seq == seq and not (e.cat == "wqe" or e.is_(UAR_SQ_DOORBELL, UAR_BLUEFLAME, UAR_WRITE)):
             return None
         done = r.feed(e)
         if done is not None and _last_seq(done) >= seq:
@@ -264,7 +282,7 @@ def collect(source, seq, lookback=400, lookahead=3000):
     # What it caused: its packets, its CQE (a later WQE of the QP ends the
     # search: an unsignaled WQE has no CQE of its own).
     for e in it:
-        if e.is_("wqe fetch") and e.int("qpn") == w.qpn:
+        if e.is_(WQE_FETCH) and e.int("qpn") == w.qpn:
             break
         if _belongs(w, e):
             w.after.append(e)
@@ -302,10 +320,10 @@ def _belongs(w, e):
 
 
 def _infer_type(w):
-    evs = {s.ev for s in w.segs}
-    if "datagram" in evs:
+    evs = {s.key for s in w.segs}
+    if WQE_DATAGRAM in evs:
         w.qp_type = "UD"
-    elif "umr" in evs or w.opcode == "UMR":
+    elif WQE_UMR in evs or w.opcode == "UMR":
         w.qp_type = "REG_UMR"
     elif w.summary is not None:
         w.qp_type = "XRC" if w.summary.get("xrc_srqn") else "RC"
@@ -436,28 +454,28 @@ def layout(w):
     segs = [ctrl_segment(w)]
     by = {}
     for e in w.segs:
-        by.setdefault(e.ev, []).append(e)
-    gather = [e for e in w.segs if e.ev in ("data", "inline")]
+        by.setdefault(e.key, []).append(e)
+    gather = [e for e in w.segs if e.key in GATHER_EVENTS]
     op = w.opcode
     t = w.qp_type
-    if "datagram" in by or (t in UD_TYPES and op in UD_OPS):
-        for e in by.get("datagram", []):
+    if WQE_DATAGRAM in by or (t in UD_TYPES and op in UD_OPS):
+        for e in by.get(WQE_DATAGRAM, []):
             segs.append(_seg("datagram", e, 48))
-        for e in by.get("eth", []):  # an IPoIB offload QP: a 16-byte pad, then the Ethernet segment
+        for e in by.get(WQE_ETH, []):  # an IPoIB offload QP: a 16-byte pad, then the Ethernet segment
             segs.append(Segment(0, 16, "eth_pad", [Field("pad", "-", "mlx5_wqe_eth_pad, zeros")], e))
             segs.append(_seg("eth", e, 16))
         segs += [_seg(e.ev, e, 16) for e in gather]
-    elif "umr" in by or op == "UMR":
-        for e in by.get("umr", []):
+    elif WQE_UMR in by or op == "UMR":
+        for e in by.get(WQE_UMR, []):
             segs.append(_seg("umr_ctrl", e, 48))
-        for e in by.get("mkey", []):
+        for e in by.get(WQE_MKEY, []):
             segs.append(_seg("mkey_ctx", e, 64))
-        umr = by.get("umr", [None])[0]
+        umr = by.get(WQE_UMR, [None])[0]
         octo = umr.int("xlt_octowords", 0) if umr is not None else 0
         if umr is not None and "inline" in (umr.get("flags") or "") and octo:
             segs.append(Segment(0, octo * 16, "xlt", [Field("entries", str(octo * 2),
                                                                "translation entries (8 bytes each), inline")], umr))
-        segs += [_seg("data", e, 16) for e in by.get("data", [])]
+        segs += [_seg("data", e, 16) for e in by.get(WQE_DATA, [])]
     elif w.summary is not None or t in CONNECTED_TYPES:
         s = w.summary
         if s is not None and s.get("xrc_srqn"):
@@ -467,7 +485,7 @@ def layout(w):
                 Field("raddr", _hexval(s.get("raddr") if s else None), "remote virtual address"),
                 Field("rkey", _hexval(s.get("rkey") if s else None), "remote memory key")], s))
         if op in ATOMIC_OPS:
-            at = by.get("atomic")
+            at = by.get(WQE_ATOMIC)
             if at:
                 segs.append(_seg("atomic", at[0], 32 if op == "ATOMIC_MASKED_CS" else 16))
             else:
@@ -479,7 +497,7 @@ def layout(w):
     else:
         segs += [_seg(e.ev, e, 16) for e in w.segs]
     for e in w.segs:
-        if e.ev not in SEGMENT_EVENTS:
+        if e.key not in SEGMENT_EVENTS:
             segs.append(_seg(e.ev, e, 0))
     off = 0
     raw = w.raw
