@@ -34,6 +34,16 @@ class Fifo {
         ring_.push_back(std::move(v));
     }
     void push_back(const T &v) { push_back(T(v)); }
+    // A new default element at the back, to be filled in place (the ring
+    // moves a default-constructed one in).
+    T &emplace_back() {
+        if (ring_.full()) {
+            ring_.set_capacity(std::max<size_t>(8, ring_.capacity() * 2));
+        }
+        ring_.push_back();
+        return ring_.back();
+    }
+    void pop_back() { ring_.pop_back(); }
     void pop_front() {
         ring_.pop_front();
         shrink();

@@ -541,22 +541,24 @@ bool RcRequester::dc_must_wait(Qp &qp, const SqWqe &sw) {
 // A new message: its PSNs, its place among the outstanding ones, and its
 // first packets (as far as the run budget goes).
 bool RcRequester::start(Qp &qp, const SqWqe &sw) {
-    RcWqe w;
+    RcWqe &w = qp.rc.pending.emplace_back();  // parsed where it waits for its ACK
     uint8_t synd = 0;
     if (!parse_wqe(qp, sw, w, synd)) {
+        qp.rc.pending.pop_back();
         return qps_.sq().fail_wqe(qp, sw, synd, "bad send WQE");
     }
     ++qp.sent;
-    return begin(qp, std::move(w));
+    return begin(qp);
 }
 
-bool RcRequester::begin(Qp &qp, RcWqe &&w) {
+// The newest WQE of pending starts: its PSNs, then the requester sends.
+bool RcRequester::begin(Qp &qp) {
+    RcWqe &w = qp.rc.pending.back();
     w.first_psn = qp.next_send_psn;
     qp.next_send_psn = (qp.next_send_psn + w.npkts) & 0xffffff;
-    if (qp.rc.pending.empty()) {
+    if (qp.rc.pending.size() == 1) {
         qp.rc.una = w.first_psn;
     }
-    qp.rc.pending.push_back(std::move(w));
     enter(qp, ReqState::Sending);
     arm_ack_timer(qp);
     return pump(qp);  // false: the rest of this message goes out in later turns
@@ -576,7 +578,8 @@ void RcRequester::start_hw(Qp &qp, RcWqe &&w) {
         qp.rc.pending.push_back(std::move(w));
         return;
     }
-    begin(qp, std::move(w));
+    qp.rc.pending.push_back(std::move(w));
+    begin(qp);
 }
 
 void RcRequester::wqe_done(Qp &qp, const RcWqe &w, uint8_t synd) {

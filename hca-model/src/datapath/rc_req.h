@@ -57,7 +57,7 @@ class RcRequester {
     void resume(Qp &qp, bool error);
 
   private:
-    bool begin(Qp &qp, RcWqe &&w);
+    bool begin(Qp &qp);
     bool opcode_ok(Qp &qp, const SqWqe &sw, uint8_t &synd);
     bool dc_must_wait(Qp &qp, const SqWqe &sw);
     size_t parse_ext(Qp &qp, const SqWqe &sw, RcWqe &w);

@@ -122,7 +122,7 @@ class ExtHeaders {
   private:
     // The most a packet carries: DcEth, AtomicETH, ImmDt.
     static constexpr size_t kMax = sizeof(DcEth) + sizeof(AtomicEth) + sizeof(ImmDt);
-    std::array<uint8_t, kMax> bytes_{};
+    std::array<uint8_t, kMax> bytes_;  // not zeroed: add() writes each header whole
     size_t n_ = 0;
 };
 
