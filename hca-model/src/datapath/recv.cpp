@@ -98,11 +98,11 @@ bool Receiver::next_recv_wqe(Qp &qp, uint64_t &addr, uint32_t &stride, uint16_t 
     if (qp.rq_type != kRqRegular) {
         return false;
     }
-    uint8_t db[4];
-    if (!dev_.dma_read(qp.dbr, db, 4)) {
+    be32 rcv;
+    if (!dev_.dma_read(qp.dbr + offsetof(DbRecord, rcv), &rcv, 4)) {
         return false;
     }
-    const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+    const uint16_t pi = static_cast<uint16_t>(rcv.get());
     if (pi == qp.rq_ci) {
         return false;
     }

@@ -120,8 +120,8 @@ void SendQueue::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, u
     // doorbell names must be behind the record's producer counter. (Far
     // behind is no error: the doorbell waited in the device's queue while
     // the driver went on posting, and the record moved on.)
-    if (uint8_t db[4]; qp->state == QpState::Rts && dev_.dma_read(qp->dbr + 4, db, 4)) {
-        const uint16_t pi = static_cast<uint16_t>(load_be32(db));
+    if (be32 snd; qp->state == QpState::Rts && dev_.dma_read(qp->dbr + offsetof(DbRecord, snd), &snd, 4)) {
+        const uint16_t pi = static_cast<uint16_t>(snd.get());
         if (static_cast<uint16_t>(index - pi) < 0x8000) {
             dev_.guest_error("qpn=0x{:x} doorbell names WQE 0x{:x} but the doorbell record's producer counter is 0x{:x}",
                              qpn, index, pi);
@@ -232,13 +232,13 @@ bool SendQueue::sq_producer(Qp &qp, uint16_t &pi) {
     if (qp.state != QpState::Rts) {
         return false;
     }
-    uint8_t db[4];
-    if (!dev_.dma_read(qp.dbr + 4, db, 4)) {
+    be32 snd;
+    if (!dev_.dma_read(qp.dbr + offsetof(DbRecord, snd), &snd, 4)) {
         dev_.guest_error("qpn=0x{:x} doorbell record 0x{:x} is not guest memory", qp.qpn, qp.dbr);
         qps_.to_error(qp, "doorbell record not readable");
         return false;
     }
-    pi = static_cast<uint16_t>(load_be32(db));
+    pi = static_cast<uint16_t>(snd.get());
     const uint32_t nbb = qp.sq_wqebbs();
     HCA_TRACE(dev_, wqe_dbr, .qpn = qp.qpn, .sq_pi = pi, .sq_ci = qp.sq_ci,
               .posted = static_cast<uint16_t>(pi - qp.sq_ci));

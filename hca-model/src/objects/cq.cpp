@@ -278,8 +278,10 @@ void CqTable::notify(Cq &cq) {
 }
 
 void CqTable::doorbell(uint32_t uar, const uint8_t *data) {
-    const uint32_t dw0 = load_be32(data);
-    const uint32_t cqn = load_be32(data + 4) & 0xffffff;
+    CqArmDoorbell db;
+    std::memcpy(&db, data, sizeof(db));  // Device::uar_doorbell checked its 8 bytes
+    const uint32_t dw0 = db.sn_cmd_ci.get();
+    const uint32_t cqn = db.cqn.get() & 0xffffff;
     Cq *cq = find(cqn);
     if (!cq) {
         dev_.guest_error("CQ arm doorbell uar={} for CQ 0x{:x} that does not exist", uar, cqn);

@@ -3,11 +3,13 @@
 // UAR +0x20 with one completion EQE per arm.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
 
+#include "be.h"
 #include "datapath/wqe.h"
 #include "objects/devx.h"
 #include "objects/ids.h"
@@ -17,6 +19,14 @@ namespace hca {
 
 struct CmdCtx;
 class Device;
+
+// The CQ arm doorbell (mlx5_cq_arm(): the arm sequence number, command and
+// consumer index, then the CQ number), written to the UAR at 0x20.
+struct CqArmDoorbell {
+    be32 sn_cmd_ci;  // 29:28 sn, 27:24 command, 23:0 consumer index
+    be32 cqn;
+};
+static_assert(sizeof(CqArmDoorbell) == 8);
 
 struct Cq {
     enum class Arm : uint8_t { None, Next, Solicited };

@@ -561,10 +561,10 @@ std::string QpTable::info() const {
     std::string s = fmt::format("QPs: {}\n", qps_.size());
     for (const auto &[qpn, qp] : qps_) {
         // Producer counters as the driver last wrote them in the doorbell record.
-        uint8_t db[8] = {};
-        const bool dbr = dev_.dma_read(qp.dbr, db, 8);
-        const uint16_t rq_pi = static_cast<uint16_t>(load_be32(db));
-        const uint16_t sq_pi = static_cast<uint16_t>(load_be32(db + 4));
+        DbRecord db{};
+        const bool dbr = dev_.dma_read(qp.dbr, &db, sizeof(db));
+        const uint16_t rq_pi = static_cast<uint16_t>(db.rcv.get());
+        const uint16_t sq_pi = static_cast<uint16_t>(db.snd.get());
         fmt::format_to(std::back_inserter(s),
                        "  qpn=0x{:x}{} {} {} pd={} cqn=0x{:x}/0x{:x} sq={} pi=0x{:x} ci=0x{:x} (posted {}) rq={} "
                        "pi=0x{:x} ci=0x{:x} srqn=0x{:x} sq_psn=0x{:x} rq_psn=0x{:x} qkey=0x{:x} sent={} received={} "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "be.h"
 #include "datapath/odp.h"
 #include "datapath/rc.h"
 #include "datapath/rc_req.h"
@@ -120,6 +122,14 @@ struct DcState {
     uint64_t initiator = 0;
     uint64_t last_used = 0;
 };
+
+// A QP's doorbell record (mlx5_ib MLX5_RCV_DBR, MLX5_SND_DBR): the
+// producer counters the driver last wrote for its receive and send queues.
+struct DbRecord {
+    be32 rcv;
+    be32 snd;
+};
+static_assert(sizeof(DbRecord) == 8 && offsetof(DbRecord, snd) == 4);
 
 struct Qp {
     uint32_t qpn = 0;
