@@ -28,18 +28,14 @@ class Fifo {
     typename Ring::const_iterator end() const { return ring_.end(); }
     // References into the queue stay valid unless the ring has to grow.
     void push_back(T &&v) {
-        if (ring_.full()) {
-            ring_.set_capacity(std::max<size_t>(8, ring_.capacity() * 2));
-        }
+        grow_if_full();
         ring_.push_back(std::move(v));
     }
     void push_back(const T &v) { push_back(T(v)); }
     // A new default element at the back, to be filled in place (the ring
     // moves a default-constructed one in).
     T &emplace_back() {
-        if (ring_.full()) {
-            ring_.set_capacity(std::max<size_t>(8, ring_.capacity() * 2));
-        }
+        grow_if_full();
         ring_.push_back();
         return ring_.back();
     }
@@ -59,6 +55,11 @@ class Fifo {
     }
 
   private:
+    void grow_if_full() {
+        if (ring_.full()) {
+            ring_.set_capacity(std::max<size_t>(8, ring_.capacity() * 2));
+        }
+    }
     void shrink() {
         if (ring_.empty() && ring_.capacity() > Keep) {
             ring_.set_capacity(Keep);

@@ -42,12 +42,8 @@ TEST_CASE("the allocation counter counts", "[alloc]") {
 
 TEST_CASE("UD SEND with loopback receive allocates nothing per work request", "[alloc][perf]") {
     UdSetup s;
-    CmdResult r;
-    auto a = s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 7, 6, &r);
-    auto q = s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 7, 6, &r);
-    REQUIRE(r.status == 0);
-    s.d.ud_to_rts(a, 0x11);
-    s.d.ud_to_rts(q, 0x11);
+    auto a = s.ud(0x11, hca::kQpUd, 7, 6);
+    auto q = s.ud(0x11, hca::kQpUd, 7, 6);
     const uint64_t src = s.buffer(64 * kBatch, 1), dst = s.b.host.alloc(128 * kBatch, 64);
     s.d.run_on_doorbell = false;
     uint64_t allocs = 0;

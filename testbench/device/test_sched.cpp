@@ -234,12 +234,8 @@ TEST_CASE("flow control: send queues wait for a backed-up link, a device behind 
 
 TEST_CASE("a guest that rings faster than the device runs: the doorbell queue stays bounded", "[sched][uar]") {
     UdSetup s;
-    CmdResult r;
-    auto a = s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 7, 6, &r);
-    auto q = s.d.create_qp(hca::kQpUd, s.pd, s.scq.cqn, s.rcq.cqn, s.uar, 7, 6, &r);
-    REQUIRE(r.status == 0);
-    s.d.ud_to_rts(a, 0x11);
-    s.d.ud_to_rts(q, 0x11);
+    auto a = s.ud(0x11, hca::kQpUd, 7, 6);
+    auto q = s.ud(0x11, hca::kQpUd, 7, 6);
     const uint64_t src = s.buffer(64 * 16, 1), dst = s.b.host.alloc(128 * 16, 64);
     s.d.run_on_doorbell = false;
     for (int k = 0; k < 16; ++k) {

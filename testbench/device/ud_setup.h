@@ -27,10 +27,11 @@ struct UdSetup {
         rcq = d.create_cq(6, ceq.eqn, uar);
         d.activate_port(5);
     }
-    // A UD-like QP of type st in RTS with Q_Key qkey.
-    QpHandle ud(uint32_t qkey, uint8_t st = hca::kQpUd) {
+    // A UD-like QP of type st in RTS with Q_Key qkey, 2^log_sq send and
+    // 2^log_rq receive WQEs.
+    QpHandle ud(uint32_t qkey, uint8_t st = hca::kQpUd, unsigned log_sq = 4, unsigned log_rq = 4) {
         CmdResult r;
-        auto qp = d.create_qp(st, pd, scq.cqn, rcq.cqn, uar, 4, 4, &r);
+        auto qp = d.create_qp(st, pd, scq.cqn, rcq.cqn, uar, log_sq, log_rq, &r);
         REQUIRE(r.status == 0);
         d.ud_to_rts(qp, qkey);
         return qp;
