@@ -157,8 +157,10 @@ def self_test():
         "our header by angle brackets": ("hca-model/src/device.cpp", '#include <iba/link.h>\n'),
     }
 
+    top = tempfile.TemporaryDirectory(prefix="hcasim-includes-")
+
     def tree(extra):
-        d = tempfile.mkdtemp(prefix="hcasim-includes-")
+        d = tempfile.mkdtemp(dir=top.name)
         for rel, text in {**files, **extra}.items():
             os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
             with open(os.path.join(d, rel), "w") as f:
@@ -173,6 +175,7 @@ def self_test():
         got = check(tree({rel: text}))
         if not got:
             failures.append(f"not caught: {what}")
+    top.cleanup()
     for f in failures:
         print("self-test:", f)
     print(f"self-test: {len(bad) + 1 - len(failures)} of {len(bad) + 1} cases behave")

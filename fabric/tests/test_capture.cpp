@@ -17,11 +17,25 @@ using namespace fabric::test;
 
 namespace {
 
-std::string temp_path(const std::string &name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("hcasim-fabric-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    return (dir / name).string();
-}
+// A directory of its own for one test case, removed with what it holds.
+class TempDir {
+  public:
+    TempDir() {
+        std::string tmpl = (std::filesystem::temp_directory_path() / "hcasim-fabric-test-XXXXXX").string();
+        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+        dir_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
+    std::string path(const std::string &name) const { return (dir_ / name).string(); }
+
+  private:
+    std::filesystem::path dir_;
+};
 
 std::vector<uint8_t> read_file(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
@@ -102,7 +116,8 @@ void traffic(TestFabric &f) {
 }  // namespace
 
 TEST_CASE("capture: pcapng with ERF InfiniBand records and comments", "[capture]") {
-    const std::string path = temp_path("format.pcapng");
+    const TempDir tmp;
+    const std::string path = tmp.path("format.pcapng");
     {
         auto opt = test_options(3);
         opt.capture = path;
@@ -142,7 +157,8 @@ TEST_CASE("capture: pcapng with ERF InfiniBand records and comments", "[capture]
 }
 
 TEST_CASE("capture: stops at the size limit", "[capture]") {
-    const std::string path = temp_path("limit.pcapng");
+    const TempDir tmp;
+    const std::string path = tmp.path("limit.pcapng");
     unsigned full = 0;
     {
         PcapngWriter w(path, 2000);
@@ -168,7 +184,8 @@ TEST_CASE("capture: tshark decodes every frame as InfiniBand", "[capture][tshark
         std::fprintf(stderr, "SKIP: tshark is not installed (apt-get install -y tshark)\n");
         std::exit(77);
     }
-    const std::string path = temp_path("tshark.pcapng");
+    const TempDir tmp;
+    const std::string path = tmp.path("tshark.pcapng");
     {
         auto opt = test_options(3);
         opt.capture = path;
@@ -176,7 +193,7 @@ TEST_CASE("capture: tshark decodes every frame as InfiniBand", "[capture][tshark
         traffic(f);
         f.fabric->flush();
     }
-    const std::string out = temp_path("tshark.txt");
+    const std::string out = tmp.path("tshark.txt");
     const std::string cmd = "tshark -r " + path +
                             " --disable-protocol rpcordma -T fields -E separator=/t -e frame.number "
                             "-e frame.protocols -e _ws.col.Info -e _ws.malformed > " + out + " 2>/dev/null";
