@@ -163,7 +163,11 @@ done
 check "IPoIB rejoined the broadcast group after the SM restart" test "$joined" = 1
 barrier rejoined 120
 ip neigh flush dev ib0
-# Lost one of 10 once (CI on 698b14f, node 1): ARP, then the path record.
+# Node 1 lost one of 10 here in two CI runs (698b14f before the first
+# reply was awaited; 631f646 after it, replies at 1-6 ms): not reproduced
+# in 3 local runs nor in 52 SM restarts of a reproducer (with the link
+# replugged first, or the peer flushing its ARP cache up to 2 s later).
+# A loss now prints the lost icmp_seq and the counters that moved.
 ping_settled "ping after the SM restart (ARP over the rejoined group)" 10 0.2 "$peerip"
 check_dmesg_clean "clean dmesg at the end"
 barrier done 120

@@ -136,6 +136,10 @@ check_dmesg_clean() {
 fabric_ctl() {
     local dir=/hcasim/fabric-requests name
     name="node${HCASIM_NODE}-$(date +%s%N)"
+    if [ ! -d "$dir" ]; then
+        echo "error: no fabric relay in this run" >&2
+        return 1
+    fi
     echo "$*" > "$dir/$name.tmp" && mv "$dir/$name.tmp" "$dir/$name.req"
     for _ in $(seq 200); do
         if [ -f "$dir/$name.rep" ]; then
@@ -194,12 +198,53 @@ ping_loss() {
 # an SM restart), then COUNT pings every INTERVAL s with a 30 s deadline and
 # 0 % loss. Two checks; the ping output is printed when one was lost.
 ping_settled() {
-    local what=$1 n=$2 i=$3 l
+    local what=$1 n=$2 i=$3 l before
     shift 3
     check "$what: a first reply (path resolved)" retry 30 ping -c 1 -W 2 "$@"
+    before=$(loss_context)
     l=$(ping_loss -c "$n" -i "$i" -w 30 "$@")
-    [ "$l" = 0 ] || sed 's/^/# /' /tmp/ping.txt
+    if [ "$l" != 0 ]; then
+        sed 's/^/# /' /tmp/ping.txt
+        echo "# lost icmp_seq $(lost_seqs /tmp/ping.txt); changed: $(loss_changes "$before" "$(loss_context)")"
+    fi
     check "$what: $n pings, 0 % loss" test "$l" = 0
+}
+
+# loss_context: KEY=VALUE words of where an IPoIB packet can be lost: ib0's
+# drop counters, the port's receive and discard counters, the fabric
+# switch's drops and its ports' errors, discards and injected drops, the
+# SM's sweeps and SMP timeouts and the SA's joins (a late ClientReregister
+# makes ib_ipoib flush its paths and groups).
+loss_context() {
+    local c=/sys/class/infiniband/mlx5_0/ports/1 k
+    for k in /sys/class/net/ib0/statistics/tx_dropped /sys/class/net/ib0/statistics/rx_dropped \
+        $c/hw_counters/out_of_buffer $c/counters/port_rcv_errors $c/counters/port_xmit_discards; do
+        [ -r "$k" ] && printf '%s=%s ' "${k##*/}" "$(cat "$k")"
+    done
+    { fabric_ctl stats && fabric_ctl ports; } 2> /dev/null | awk '
+        /^switch: / { for (i = 2; i <= NF; i++) if ($i ~ /^dropped=/) printf "switch_%s ", $i }
+        /^drop / { printf "drop_%s ", $2 }
+        /^port [0-9]+: / { k = $2; sub(":", "", k)
+            for (i = 3; i <= NF; i++) if ($i ~ /^(rcv_errors|xmit_discards|link_downed|fault_dropped)=/) printf "port%s_%s ", k, $i }
+        /^sm: / { for (i = 2; i <= NF; i++) if ($i ~ /^(sweeps|timeouts)=/) printf "sm_%s ", $i }
+        /^sa: / { for (i = 2; i <= NF; i++) if ($i ~ /^(joins|leaves)=/) printf "sa_%s ", $i }'
+}
+
+# loss_changes BEFORE AFTER: the words of two loss_context lines whose
+# values differ, as KEY OLD->NEW ("nothing" when none did).
+loss_changes() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        n = split(a, w, " "); for (i = 1; i <= n; i++) { split(w[i], kv, "="); old[kv[1]] = kv[2] }
+        n = split(b, w, " "); for (i = 1; i <= n; i++) { split(w[i], kv, "=")
+            if (old[kv[1]] != kv[2]) { printf "%s%s %s->%s", (c++ ? ", " : ""), kv[1], (kv[1] in old ? old[kv[1]] : 0), kv[2] } }
+        if (!c) printf "nothing" }'
+}
+
+# lost_seqs FILE: the icmp_seq numbers a ping output FILE has no reply for.
+lost_seqs() {
+    awk '/icmp_seq=/ { sub(/.*icmp_seq=/, ""); got[$1 + 0] = 1 }
+         /packets transmitted/ { sent = $1 }
+         END { for (k = 1; k <= sent; k++) if (!(k in got)) printf "%s%d", (n++ ? "," : ""), k; if (!n) printf "none" }' "$1"
 }
 
 # The two-VM IPoIB tests' addresses: 192.168.77.<node + 1>/24 on ib0.
