@@ -8,6 +8,7 @@ import os
 import random
 import re
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -126,7 +127,12 @@ def run_fuzzer(cmd, log, home):
     try:
         return proc.wait()
     except BaseException:
-        proc.kill()  # its own session: Ctrl-C does not reach it
+        # Its own session, so Ctrl-C does not reach it: stop the whole
+        # group, the jobs of -fork too (killing the parent left them running).
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait()
         raise
 
