@@ -236,7 +236,8 @@ loss_changes() {
     awk -v a="$1" -v b="$2" 'BEGIN {
         n = split(a, w, " "); for (i = 1; i <= n; i++) { split(w[i], kv, "="); old[kv[1]] = kv[2] }
         n = split(b, w, " "); for (i = 1; i <= n; i++) { split(w[i], kv, "=")
-            if (old[kv[1]] != kv[2]) { printf "%s%s %s->%s", (c++ ? ", " : ""), kv[1], (kv[1] in old ? old[kv[1]] : 0), kv[2] } }
+            o = (kv[1] in old) ? old[kv[1]] : 0
+            if (o != kv[2]) { printf "%s%s %s->%s", (c++ ? ", " : ""), kv[1], o, kv[2] } }
         if (!c) printf "nothing" }'
 }
 
