@@ -252,13 +252,15 @@ def add_driver_command(sub):
 def _terminated(signum, _frame):
     # SIGTERM and SIGHUP (a CI timeout, a closed terminal) unwind like
     # Ctrl-C: the VMs, the fabric and the relays are stopped on the way out.
+    # A signal the caller ignores (nohup's SIGHUP) stays ignored.
     raise SystemExit(128 + signum)
 
 
 def main(argv=None):
     a = parser().parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminated)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _terminated)
     # One QEMU line for the whole command (a suite matrix sets it per column).
     if getattr(a, "qemu", None) and len(build.qemu_lines(a.qemu)) == 1:
         os.environ["HCASIM_QEMU_LINE"] = build.qemu_lines(a.qemu)[0]
