@@ -188,6 +188,7 @@ void Device::on_timer() {
         return;
     }
     timers_.run_expired(now());
+    cqs.flush_sessions();
     sync_timer();
     tracer_.flush();
 }
@@ -369,6 +370,8 @@ void Device::run() {
             break;
         }
     }
+    // Compressed CQE sessions end with the run: the CQEs of one burst.
+    cqs.flush_sessions();
     if (!rx_.empty() || (qps.sq().has_work() && !tx_waiting_) || !doorbells_.empty()) {
         schedule();
     }

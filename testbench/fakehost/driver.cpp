@@ -360,7 +360,8 @@ MrHandle Driver::create_mtt_mkey(uint32_t pd, uint64_t iova, uint32_t len, uint8
     return mr;
 }
 
-CqHandle Driver::create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res, unsigned cqe_sz) {
+CqHandle Driver::create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res, unsigned cqe_sz,
+                           int mini_format, unsigned layout) {
     CqHandle cq;
     cq.nent = 1u << log_size;
     cq.uar = uar;
@@ -373,6 +374,11 @@ CqHandle Driver::create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdRes
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::uar_page), uar);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::c_eqn_or_apu_element), eqn);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::cqe_sz), cqe_sz);
+    if (mini_format >= 0) {
+        ifc::set(in.data(), ifc::in(ctx, ifc::cqc::cqe_comp_en), 1);
+        ifc::set(in.data(), ifc::in(ctx, ifc::cqc::mini_cqe_res_format), static_cast<uint64_t>(mini_format));
+        ifc::set(in.data(), ifc::in(ctx, ifc::cqc::cqe_compression_layout), layout);
+    }
     cq.dbr = b_.host.alloc(64, 64);
     ifc::set(in.data(), ifc::in(ctx, ifc::cqc::dbr_addr), cq.dbr);
     for (size_t i = 0; i < npages; ++i) {
@@ -484,6 +490,62 @@ std::optional<Cqe> Driver::next_cqe(CqHandle &cq) {
     ++cq.ci;
     b_.host.write_be32(cq.dbr, cq.ci & 0xffffff);
     return e;
+}
+
+std::vector<Cqe> Driver::next_cqes(CqHandle &cq, int mini_format, unsigned *sessions) {
+    auto slot = [&](uint32_t counter) {
+        const uint64_t off = uint64_t{counter & (cq.nent - 1)} * cq.stride + cq.stride - 64;
+        Cqe e;
+        b_.host.read(cq.pages[off / 4096] + off % 4096, e.data(), 64);
+        return e;
+    };
+    const uint32_t at = cq.ci;
+    std::optional<Cqe> first = next_cqe(cq);
+    if (!first) {
+        return {};
+    }
+    Cqe title = *first;
+    if (((title[63] >> 2) & 3) != 3) {
+        return {title};
+    }
+    if (sessions) {
+        ++*sessions;
+    }
+    const uint32_t n = hca::load_be32(title.data() + 44);
+    std::vector<Cqe> out;
+    uint16_t wqe = hca::load_be16(title.data() + 60);
+    Cqe minis{};
+    for (uint32_t i = 0; i < n; ++i) {
+        if (i % 8 == 0) {
+            minis = slot(at + (i == 0 ? 1 : i));
+        }
+        const uint8_t *m = minis.data() + (i % 8) * 8;
+        Cqe e = title;
+        e[63] = static_cast<uint8_t>(title[63] & 0xf3);
+        std::memcpy(e.data() + 44, m + 4, 4);
+        if (mini_format == 0) {
+            std::memcpy(e.data() + 12, m, 4);
+        } else {
+            std::memcpy(e.data() + 20, m, 2);
+        }
+        if (mini_format == 3) {
+            std::memcpy(e.data() + 60, m + 2, 2);
+        } else {
+            hca::store_be16(e.data() + 60, static_cast<uint16_t>(wqe + i));
+        }
+        out.push_back(e);
+    }
+    // The session's indexes are free for the next lap: mark them invalid,
+    // as mlx5e_cqes_update_owner() does (a mini CQE array's last byte is
+    // data, not an owner bit).
+    const unsigned log = static_cast<unsigned>(__builtin_ctz(cq.nent));
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint64_t off = uint64_t{(at + i) & (cq.nent - 1)} * cq.stride + cq.stride - 1;
+        b_.host.mem(cq.pages[off / 4096] + off % 4096, 1)[0] = static_cast<uint8_t>(0xf0 | (((at + i) >> log) & 1));
+    }
+    cq.ci = at + n;
+    b_.host.write_be32(cq.dbr, cq.ci & 0xffffff);
+    return out;
 }
 
 uint8_t Driver::resize_cq(CqHandle &cq, unsigned log_size) {

@@ -121,8 +121,10 @@ class Driver {
     // A zero-based MEMIC key over [bar_off, bar_off + len) of BAR0, as
     // mlx5_ib_get_dm_mr() makes it (access bits as create_mtt_mkey's).
     CmdResult create_memic_mkey(uint32_t pd, uint64_t bar_off, uint64_t len, uint8_t access, uint8_t variant = 0x5d);
-    // cqe_sz: 0 64-byte CQEs, 1 128-byte, 2 128-byte padded.
-    CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr, unsigned cqe_sz = 0);
+    // cqe_sz: 0 64-byte CQEs, 1 128-byte, 2 128-byte padded; mini_format
+    // >= 0: CQE compression (cqe_comp_en) with that mini_cqe_res_format.
+    CqHandle create_cq(unsigned log_size, uint32_t eqn, uint32_t uar, CmdResult *res = nullptr, unsigned cqe_sz = 0,
+                       int mini_format = -1, unsigned layout = 0);
     // qpc fields beyond the defaults: set qp_fill before create_qp (used once).
     std::function<void(std::vector<uint8_t> &)> qp_fill;
     QpHandle create_qp(uint8_t st, uint32_t pd, uint32_t cqn_snd, uint32_t cqn_rcv, uint32_t uar, unsigned log_sq,
@@ -132,6 +134,12 @@ class Driver {
     // RST -> INIT -> RTR -> RTS for a UD-like QP with Q_Key qkey.
     void ud_to_rts(const QpHandle &qp, uint32_t qkey);
     std::optional<Cqe> next_cqe(CqHandle &cq);
+    // The CQEs at the consumer index: one plain CQE, or a compressed
+    // session decompressed as mlx5e does it (the title with each mini
+    // CQE's byte count and, by format, hash, checksum or stride index; the
+    // WQE counter counted on from the title's unless the stride index has
+    // it). Empty if none. sessions counts the compressed sessions read.
+    std::vector<Cqe> next_cqes(CqHandle &cq, int mini_format, unsigned *sessions = nullptr);
     // MODIFY_CQ resize to 2^log_size entries: a fresh buffer, CQEs the
     // driver had not polled copied after the RESIZE CQE like
     // copy_resize_cqes() does. Returns the command status.

@@ -21,6 +21,7 @@ struct World {
     uint32_t pd = 0;
     uint32_t lkey = 0;
     CqHandle cq;
+    int mini_format = -1;  // the CQ compresses CQEs in this format (-1: it does not)
     uint32_t free_key = 0;
     QpHandle ud, qp1, rc, umr;
 };
@@ -50,7 +51,7 @@ class Input {
 
 // The world every input starts from: the device reset and brought up,
 // its QPs ready, receives posted.
-void set_up(World &x) {
+void set_up(World &x, int mini_format) {
     x.b.host.free_all();
     x.b.dev.reset();
     x.b.advance(hca::InitSeg::kInitDelayNs);
@@ -60,7 +61,8 @@ void set_up(World &x) {
     auto eq = x.d.create_eq(7, 1, {0, 0, 0, 0}, x.uar);
     x.pd = x.d.alloc_pd();
     x.lkey = x.d.create_pa_mkey(x.pd);
-    x.cq = x.d.create_cq(7, eq.eqn, x.uar);
+    x.mini_format = mini_format;
+    x.cq = x.d.create_cq(7, eq.eqn, x.uar, nullptr, 0, mini_format);
     x.ud = x.d.create_qp(hca::kQpUd, x.pd, x.cq.cqn, x.cq.cqn, x.uar, 4, 4);
     x.qp1 = x.d.create_qp(hca::kQpQp1, x.pd, x.cq.cqn, x.cq.cqn, x.uar, 4, 4);
     x.d.activate_port(3);
@@ -121,8 +123,8 @@ void step_mad(World &x, Input &in) {
     x.d.mad_ifc(mad, resp, in.u8() & 3);
 }
 
-// A frame from the fabric: arbitrary, or a packet whose headers are
-// plausible and whose CRCs are right.
+// A frame from the fabric, once or a few times: arbitrary, or a packet
+// whose headers are plausible and whose CRCs are right.
 void step_frame(World &x, Input &in) {
     std::vector<uint8_t> frame(12 + (in.u8() % 200));
     in.bytes(frame.data(), frame.size());
@@ -147,7 +149,12 @@ void step_frame(World &x, Input &in) {
         frame[0] = iba::link::kPacket;
         frame.insert(frame.end(), pkt.begin(), pkt.end());
     }
-    x.b.dev.port_rx(1, frame.data(), frame.size());
+    // Up to 4 copies in one burst: their receives complete in one device
+    // run (a compressing CQ makes them one session).
+    const unsigned copies = 1 + in.u8() % 4;
+    for (unsigned k = 0; k < copies; ++k) {
+        x.b.dev.port_rx(1, frame.data(), frame.size());
+    }
     x.b.pump();
 }
 
@@ -182,13 +189,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         w = new World;
     }
     World &x = *w;
-    set_up(x);
     Input in(data, size);
+    // The first byte: whether the CQ compresses, and in which format
+    // (hash, checksum, checksum and stride index).
+    static constexpr int kFormats[] = {-1, -1, 0, 1, 3};
+    set_up(x, kFormats[in.u8() % std::size(kFormats)]);
     static void (*const kSteps[])(World &, Input &) = {step_wqe, step_mad, step_frame, step_recv, step_doorbell};
     for (int steps = 0; !in.empty() && steps < 48; ++steps) {
         kSteps[in.u8() % std::size(kSteps)](x, in);
         // Drain completions like a driver would, so CQs do not overrun immediately.
-        while (x.d.next_cqe(x.cq)) {
+        while (!x.d.next_cqes(x.cq, x.mini_format).empty()) {
         }
     }
     return 0;

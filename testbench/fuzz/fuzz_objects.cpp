@@ -157,6 +157,11 @@ void create_cq(World &x, Input &in) {
     ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cq_period), in.u8() < 200 ? 0 : in.u16());
     ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cq_max_count), in.u8() < 200 ? 0 : in.u16());
     ifc::set(box.data(), ifc::in(ctx, ifc::cqc::dbr_addr), in.u8() < 240 ? x.b.host.alloc(64, 64) : in.u64());
+    if (in.u8() >= 192) {  // CQE compression, any format and layout
+        ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cqe_comp_en), 1);
+        ifc::set(box.data(), ifc::in(ctx, ifc::cqc::mini_cqe_res_format), in.u8() % 4);
+        ifc::set(box.data(), ifc::in(ctx, ifc::cqc::cqe_compression_layout), in.u8() >= 240);
+    }
     pages(x, box, ifc::create_cq_in::size_bytes, n, 0xf0);
     auto r = run(x, in, box);
     if (ok(r)) {

@@ -1,7 +1,8 @@
 # hcasim-test: nodes=2 timeout=1500
 # Full verbs between two VMs: the rdma-core pingpongs over RC, UC, SRQ and
 # XRC (10000 iterations with data checks, 2000 in ./hcasim test; with GRH
-# and with completion events), on-demand paging (the pingpong's -o, -O and
+# and with completion events), CQE compression read by a direct-verbs
+# program, on-demand paging (the pingpong's -o, -O and
 # -P, and pages freed under traffic on both sides, through explicit and
 # implicit ODP MRs), the dynamically connected transport (a DCI moving
 # between DCTs on both nodes), retransmission under 1 %
@@ -90,6 +91,12 @@ if [ "$me" = 0 ]; then
     rc=$?
     cat /tmp/devx.txt
     check "DEVX: one process cannot build on another's objects (exit $rc)" test "$rc" = 0
+    # CQE compression (tools/cqe-comp.c): bursts of receives on compressing
+    # CQs, read from the ring and decompressed by the program, each format.
+    /hcasim/tools/cqe-comp > /tmp/cqe-comp.txt 2>&1
+    rc=$?
+    sed 's/^/# /' /tmp/cqe-comp.txt
+    check "CQE compression: every receive of the bursts decompressed, in order, data intact (exit $rc)" test "$rc" = 0
 fi
 # ibv_xsrq_pingpong has no data-check option (its -c is a client count); it
 # checks for "success". Its send QP asks for -n send WRs, and libmlx5 sizes

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <span>
 
+#include "objects/cq.h"
 #include "objects/devmem.h"
 
 namespace hca {
@@ -91,7 +92,14 @@ const CapEntry kGeneralCaps[] = {
     // 1 (IB_DEVICE_UD_IP_CSUM, IBK_UD_TSO; datapath/ipoib_offload.h).
     GEN(ipoib_basic_offloads, 1, 1, false),
     GEN(cqe_128_always, 1, 1, false),  // cqe_sz 2: 128-byte CQEs written whole (mlx5dv CQE 128B padding)
-    GEN(device_memory, 1, 1, false),   // the device_mem_cap page (kDevMemCaps)
+    // CQE compression (objects/cq.h): responder CQEs of a burst as a title
+    // and mini CQE arrays, in the hash, checksum and checksum/stride index
+    // formats, for 64- and 128-byte CQEs; the basic layout only.
+    GEN(cqe_compression, 1, 1, false),
+    GEN(cqe_compression_128, 1, 1, false),
+    GEN(mini_cqe_resp_stride_index, 1, 1, false),
+    GEN(cqe_compression_max_num, CqTable::kMaxSession, CqTable::kMaxSession, false),
+    GEN(device_memory, 1, 1, false),                     // the device_mem_cap page (kDevMemCaps)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
     // On-demand paging: MTT entries carry access bits, a missing one is a
     // page fault (datapath/odp.h); the odp_cap page (kOdpCaps).

@@ -1,5 +1,6 @@
 #include "objects/cq.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@ using ifc::cqc;
 
 void CqTable::reset() {
     cqs_.clear();
+    open_.clear();
     ids_.reset();
 }
 
@@ -42,6 +44,34 @@ Cq *CqTable::find_used_by(CmdCtx &c, uint32_t cqn, const char *what) {
     return cq;
 }
 
+// cqe_comp_en: the mini CQE format and the layout must be ones the
+// device offers (cqe_compression for 64-byte CQEs, cqe_compression_128 for
+// 128-byte ones, mini_cqe_resp_stride_index for the stride index format;
+// no enhanced layout).
+bool CqTable::compression_ok(CmdCtx &c, Cq &cq) {
+    const ifc::Block ctx = ifc::create_cq_in::cq_context;
+    const Caps &caps = dev_.fw.caps();
+    const auto format = static_cast<uint8_t>(c.get(ifc::in(ctx, cqc::mini_cqe_res_format)));
+    const uint64_t layout = c.get(ifc::in(ctx, cqc::cqe_compression_layout));
+    if (!caps.gen(cq.stride == 64 ? ifc::cmd_hca_cap::cqe_compression : ifc::cmd_hca_cap::cqe_compression_128)) {
+        c.fail(Status::BadParam, "CQE compression of {}-byte CQEs is not offered", cq.stride);
+        return false;
+    }
+    if (format != kMiniHash && format != kMiniCsum &&
+        (format != kMiniCsumStridx || !caps.gen(ifc::cmd_hca_cap::mini_cqe_resp_stride_index))) {
+        c.fail(Status::BadParam, "mini_cqe_res_format {} is not offered", format);
+        return false;
+    }
+    if (layout != 0) {
+        c.fail(Status::BadParam, "cqe_compression_layout {}: only the basic layout (0) is offered", layout);
+        return false;
+    }
+    cq.comp = true;
+    cq.mini_format = format;
+    cq.session.minis.reserve(kMaxSession);
+    return true;
+}
+
 void CqTable::cmd_create_cq(CmdCtx &c) {
     const ifc::Block ctx = ifc::create_cq_in::cq_context;
     Cq cq;
@@ -63,12 +93,15 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         c.fail(Status::BadParam, "cqe_sz {} is not 64 (0), 128 (1) or 128 padded (2) bytes", cqe_sz);
         return;
     }
-    if (c.get(ifc::in(ctx, cqc::cqe_comp_en)) || c.get(ifc::in(ctx, cqc::cc)) || c.get(ifc::in(ctx, cqc::apu_cq))) {
-        c.fail(Status::BadParam, "CQE compression / collapsed / APU CQs are not supported");
+    if (c.get(ifc::in(ctx, cqc::cc)) || c.get(ifc::in(ctx, cqc::apu_cq))) {
+        c.fail(Status::BadParam, "collapsed / APU CQs are not supported");
         return;
     }
     cq.stride = cqe_sz ? 128 : 64;
     cq.pad128 = cqe_sz == 2;  // cqe_128_always (mlx5dv's CQE 128B padding)
+    if (c.get(ifc::in(ctx, cqc::cqe_comp_en)) && !compression_ok(c, cq)) {
+        return;
+    }
     if (!dev_.uars.allocated(cq.uar)) {
         c.fail(Status::BadParam, "uar_page {} is not allocated", cq.uar);
         return;
@@ -113,7 +146,8 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
     cq.cqn = *cqn;
     c.set(ifc::create_cq_out::cqn, cq.cqn);
     HCA_TRACE(dev_, obj_create_cq, .cqn = cq.cqn, .nent = cq.nent(), .cqe_size = cq.stride, .eqn = cq.eqn,
-              .uar = cq.uar, .dbr = cq.dbr, .pages = cq.buf.npages(), .uid = cq.uid);
+              .uar = cq.uar, .dbr = cq.dbr, .pages = cq.buf.npages(), .uid = cq.uid,
+              .compression = cq.comp ? mini_format_name(cq.mini_format) : "");
     cqs_.emplace(cq.cqn, std::move(cq));
 }
 
@@ -136,14 +170,16 @@ void CqTable::cmd_destroy_cq(CmdCtx &c) {
         dev_.cancel_timer(it->second.hold_timer);
         HCA_TRACE(dev_, fault_cqe_delay_dropped, .cqn = cqn, .held = it->second.held.size());
     }
+    // An open compression session goes with its CQ too (the driver
+    // destroys a CQ it has stopped polling).
     cqs_.erase(it);
     ids_.release(cqn);
 }
 
 void CqTable::cmd_query_cq(CmdCtx &c) {
     const uint32_t cqn = static_cast<uint32_t>(c.get(ifc::query_cq_in::cqn));
-    const Cq *cq = find_for(c, cqn);
-    if (!cq) {
+    Cq *cq = find_for(c, cqn);
+    if (!cq || !flush(*cq)) {
         return;
     }
     uint8_t ci[4] = {};
@@ -152,6 +188,8 @@ void CqTable::cmd_query_cq(CmdCtx &c) {
     c.set(ifc::in(ctx, cqc::status), cq->status);
     c.set(ifc::in(ctx, cqc::cqe_sz), cq->pad128 ? 2 : cq->stride == 128);
     c.set(ifc::in(ctx, cqc::oi), cq->oi);
+    c.set(ifc::in(ctx, cqc::cqe_comp_en), cq->comp);
+    c.set(ifc::in(ctx, cqc::mini_cqe_res_format), cq->mini_format);
     c.set(ifc::in(ctx, cqc::st), cq->arm == Cq::Arm::None ? 0xa : 0x9);
     c.set(ifc::in(ctx, cqc::page_offset), cq->page_offset);
     c.set(ifc::in(ctx, cqc::log_cq_size), cq->log_size);
@@ -254,7 +292,7 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
     Cqe64 marker{};
     marker.op_own = static_cast<uint8_t>(kCqeResizeCq << 4);
     const uint32_t at = cq.pi;
-    if (!write_cqe(cq, marker)) {
+    if (!flush(cq) || !write_cqe(cq, marker)) {
         c.fail(Status::IntErr, "the old CQ buffer cannot take the RESIZE CQE");
         return;
     }
@@ -267,6 +305,8 @@ void CqTable::resize(CmdCtx &c, Cq &cq, uint32_t select) {
 }
 
 void CqTable::notify(Cq &cq) {
+    // The CQEs the event announces are in memory before it.
+    flush(cq);
     cq.arm = Cq::Arm::None;
     cq.mod_pending = 0;
     if (cq.mod_timer) {
@@ -391,7 +431,7 @@ void CqTable::release(Cq &cq, const char *why) {
 
 // Writes a CQE and raises the event its arm asks for.
 bool CqTable::deliver(Cq &cq, Cqe64 &cqe, bool solicited) {
-    if (!write_cqe(cq, cqe)) {
+    if (!(cq.comp ? produce(cq, cqe) : write_cqe(cq, cqe))) {
         return false;
     }
     ++cq.cqes;
@@ -419,22 +459,182 @@ bool CqTable::deliver(Cq &cq, Cqe64 &cqe, bool solicited) {
 
 // Writes cqe at the producer counter (owner bit set here) and advances it.
 bool CqTable::write_cqe(Cq &cq, Cqe64 &cqe) {
-    cqe.op_own = static_cast<uint8_t>((cqe.op_own & 0xfe) | ((cq.pi >> cq.log_size) & 1));
-    const uint64_t off = uint64_t{cq.pi & (cq.nent() - 1)} * cq.stride + (cq.stride - 64);
+    if (!write_slot(cq, cq.pi, reinterpret_cast<const uint8_t *>(&cqe), true)) {
+        return false;
+    }
+    ++cq.pi;
+    return true;
+}
+
+bool CqTable::write_slot(Cq &cq, uint32_t index, const uint8_t *bytes, bool cqe) {
+    const uint64_t off = uint64_t{index & (cq.nent() - 1)} * cq.stride + (cq.stride - 64);
     const uint64_t addr = cq.buf.addr(off);
-    const auto *raw = reinterpret_cast<const uint8_t *>(&cqe);
+    const uint8_t op_own = cqe ? static_cast<uint8_t>((bytes[63] & 0xfe) | ((index >> cq.log_size) & 1)) : bytes[63];
     static constexpr uint8_t kPad[64] = {};
     // Padding first (a padded CQE is always the whole 128 bytes), body
     // next, op_own last: the driver polls on the owner bit.
-    if ((cq.pad128 && !dev_.dma_write(cq.buf.addr(off - 64), kPad, 64)) || !dev_.dma_write(addr, raw, 63) ||
-        !dev_.dma_write(addr + 63, raw + 63, 1)) {
+    if ((cq.pad128 && !dev_.dma_write(cq.buf.addr(off - 64), kPad, 64)) || !dev_.dma_write(addr, bytes, 63) ||
+        !dev_.dma_write(addr + 63, &op_own, 1)) {
         cq.status = kStatusWriteFail;
         dev_.guest_error("CQ cqn=0x{:x} entry at 0x{:x} is not guest memory: CQ in error", cq.cqn, addr);
         dev_.eqs.post_event(kEventCqError, 0, EqeData::cq_error(cq.cqn, kCqErrAccess));
         return false;
     }
-    ++cq.pi;
     return true;
+}
+
+namespace {
+
+// The bytes a mini CQE may differ in from its session's title
+// (mlx5_cqe64): the RSS hash, the checksum, the byte count, the
+// timestamp, the WQE counter and the owner bit.
+constexpr size_t kRssHashAt = 12;
+constexpr size_t kCheckSumAt = 20;
+constexpr size_t kByteCntAt = offsetof(Cqe64, byte_cnt);
+constexpr size_t kTimestampAt = offsetof(Cqe64, timestamp_h);
+constexpr size_t kWqeCounterAt = offsetof(Cqe64, wqe_counter);
+constexpr uint8_t kFormatCompressed = 3 << 2;  // op_own 3:2, MLX5_COMPRESSED
+constexpr uint32_t kMinisPerSlot = 8;          // MLX5_MINI_CQE_ARRAY_SIZE
+
+// A CQE that may open a session: a responder's success CQE without data
+// scattered to the CQE (op_own 3:2 is 0). Requester and error CQEs are
+// written alone, as a device that did not compress them would.
+bool compressible(const Cqe64 &cqe) {
+    const uint8_t opcode = cqe.op_own >> 4;
+    return (opcode == kCqeRespWrImm || opcode == kCqeRespSend || opcode == kCqeRespSendImm ||
+            opcode == kCqeRespSendInv) &&
+           (cqe.op_own & 0x0c) == 0;
+}
+
+bool same_range(const uint8_t *a, const uint8_t *b, size_t from, size_t to) {
+    return std::memcmp(a + from, b + from, to - from) == 0;
+}
+
+}  // namespace
+
+const char *CqTable::mini_format_name(uint8_t format) {
+    switch (format) {
+        case kMiniHash:
+            return "hash";
+        case kMiniCsum:
+            return "csum";
+        case kMiniCsumStridx:
+            return "csum_stridx";
+        default:
+            return "reserved";
+    }
+}
+
+// A CQE joins the open session when it follows the last one on the same
+// QP's queue (the WQE counter one on) and differs from the title only in
+// what its mini CQE carries (the byte count, the checksum or hash of the
+// format), its timestamp (the session has the title's) and its owner bit.
+bool CqTable::joins(const Cq &cq, const Cqe64 &cqe) const {
+    const Cq::Session &s = cq.session;
+    if (s.n == 0 || s.n >= kMaxSession || cqe.wqe_counter.get() != static_cast<uint16_t>(s.last_wqe + 1)) {
+        return false;
+    }
+    const auto *a = reinterpret_cast<const uint8_t *>(&s.title);
+    const auto *b = reinterpret_cast<const uint8_t *>(&cqe);
+    const bool hash = cq.mini_format == kMiniHash;
+    return same_range(a, b, 0, kRssHashAt) && (!hash || same_range(a, b, kRssHashAt, kRssHashAt + 4)) &&
+           same_range(a, b, kRssHashAt + 4, kCheckSumAt) && (hash || same_range(a, b, kCheckSumAt, kCheckSumAt + 2)) &&
+           same_range(a, b, kCheckSumAt + 2, kByteCntAt) && same_range(a, b, kTimestampAt + 8, kWqeCounterAt) &&
+           a[62] == b[62] && (a[63] & 0xfe) == (b[63] & 0xfe);
+}
+
+// mlx5_mini_cqe8: the format's 4 bytes, then the byte count. The stride
+// index of kMiniCsumStridx carries the WQE counter (the device has no
+// striding receive queues).
+void CqTable::add_mini(Cq &cq, const Cqe64 &cqe) {
+    const auto *b = reinterpret_cast<const uint8_t *>(&cqe);
+    std::array<uint8_t, 8> m{};
+    if (cq.mini_format == kMiniHash) {
+        std::memcpy(m.data(), b + kRssHashAt, 4);
+    } else {
+        std::memcpy(m.data(), b + kCheckSumAt, 2);
+        if (cq.mini_format == kMiniCsumStridx) {
+            std::memcpy(m.data() + 2, b + kWqeCounterAt, 2);
+        }
+    }
+    std::memcpy(m.data() + 4, b + kByteCntAt, 4);
+    cq.session.minis.push_back(m);
+    cq.session.last_wqe = cqe.wqe_counter.get();
+    ++cq.session.n;
+}
+
+// A CQE of a compressing CQ takes its index now; its bytes are written
+// when the session ends. (Out of line: a CQ without compression never
+// comes here.)
+bool CqTable::produce(Cq &cq, Cqe64 &cqe) {
+    if (joins(cq, cqe)) {
+        add_mini(cq, cqe);
+        ++cq.pi;
+        return true;
+    }
+    if (!flush(cq)) {
+        return false;
+    }
+    if (!compressible(cqe)) {
+        return write_cqe(cq, cqe);
+    }
+    Cq::Session &s = cq.session;
+    s.at = cq.pi;
+    s.title = cqe;
+    s.minis.clear();
+    add_mini(cq, cqe);
+    ++cq.pi;
+    if (std::find(open_.begin(), open_.end(), cq.cqn) == open_.end()) {
+        open_.push_back(cq.cqn);
+    }
+    dev_.schedule();  // a CQE made outside a device run is written by the next one
+    return true;
+}
+
+// Ends the CQ's session. One CQE is written as it is. More are a title
+// (the first CQE, format 3, its byte count the number of CQEs) at the
+// session's first index and arrays of 8 mini CQEs, the first in the index
+// after the title's and array k at the title's + 8k (how mlx5e and DPDK
+// read them); the indexes between are left alone. The title goes last.
+bool CqTable::flush(Cq &cq) {
+    Cq::Session &s = cq.session;
+    if (s.n == 0) {
+        return true;
+    }
+    const uint32_t n = s.n;
+    s.n = 0;
+    if (cq.status != kStatusOk) {
+        return false;  // a CQ in error takes no more CQEs
+    }
+    if (n == 1) {
+        return write_slot(cq, s.at, reinterpret_cast<const uint8_t *>(&s.title), true);
+    }
+    const uint32_t arrays = (n + kMinisPerSlot - 1) / kMinisPerSlot;
+    for (uint32_t k = 0; k < arrays; ++k) {
+        std::array<uint8_t, 64> slot{};
+        const uint32_t first = k * kMinisPerSlot;
+        for (uint32_t i = first; i < std::min(n, first + kMinisPerSlot); ++i) {
+            std::memcpy(slot.data() + (i - first) * 8, s.minis[i].data(), 8);
+        }
+        if (!write_slot(cq, s.at + (k == 0 ? 1 : k * kMinisPerSlot), slot.data(), false)) {
+            return false;
+        }
+    }
+    Cqe64 title = s.title;
+    title.byte_cnt.set(n);
+    title.op_own = static_cast<uint8_t>((title.op_own & 0xf3) | kFormatCompressed);
+    HCA_TRACE(dev_, cqe_session, .cqn = cq.cqn, .at = s.at & 0xffffff, .count = n, .arrays = arrays,
+              .format = mini_format_name(cq.mini_format), .wqe_counter = s.title.wqe_counter.get());
+    return write_slot(cq, s.at, reinterpret_cast<const uint8_t *>(&title), true);
+}
+
+void CqTable::flush_sessions() {
+    for (const uint32_t cqn : open_) {
+        if (Cq *cq = find(cqn)) {
+            flush(*cq);
+        }
+    }
+    open_.clear();
 }
 
 std::string CqTable::info() const {

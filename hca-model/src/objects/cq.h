@@ -1,13 +1,16 @@
 // Completion queues: CREATE/DESTROY/QUERY_CQ, CQE writing with the owner
-// bit, overrun detection against the doorbell record, and arming through
-// UAR +0x20 with one completion EQE per arm.
+// bit, overrun detection against the doorbell record, arming through
+// UAR +0x20 with one completion EQE per arm, and CQE compression
+// (cqe_comp_en: sessions of a title CQE and mini CQE arrays).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "be.h"
 #include "datapath/wqe.h"
@@ -65,6 +68,18 @@ struct Cq {
     };
     std::deque<Held> held;
     uint64_t hold_timer = 0;
+    // CQE compression (cqc.cqe_comp_en, mini_cqe_res_format): responder
+    // CQEs of one QP that follow each other within one run of the device
+    // are written as one session (CqTable::flush()).
+    bool comp = false;
+    uint8_t mini_format = 0;  // CqTable::kMini*
+    struct Session {
+        uint32_t at = 0;  // the title's index (producer counter)
+        uint32_t n = 0;   // CQEs in it (0: no session open)
+        Cqe64 title{};    // the first CQE
+        uint16_t last_wqe = 0;
+        std::vector<std::array<uint8_t, 8>> minis;  // one per CQE, the first's too
+    } session;
 
     uint32_t nent() const { return 1u << log_size; }
 };
@@ -102,16 +117,40 @@ class CqTable {
     // At most this many CQEs wait for a cqe-delay: then the CQ catches up.
     static constexpr size_t kMaxHeld = 4096;
 
+    // mini_cqe_res_format: what a mini CQE carries besides the byte count
+    // (include/linux/mlx5/device.h MLX5_CQE_FORMAT_*, mlx5_mini_cqe8).
+    static constexpr uint8_t kMiniHash = 0;        // rx_hash_result
+    static constexpr uint8_t kMiniCsum = 1;        // check_sum
+    static constexpr uint8_t kMiniCsumStridx = 3;  // check_sum, stride index
+    // cqe_compression_max_num: the most CQEs one session holds.
+    static constexpr uint32_t kMaxSession = 64;
+    // Writes every open compression session (the end of a device run, or
+    // of its timers): nothing stays unwritten once the device is idle.
+    void flush_sessions();
+    static const char *mini_format_name(uint8_t format);
+
   private:
     void notify(Cq &cq);
     bool deliver(Cq &cq, Cqe64 &cqe, bool solicited);
     void release(Cq &cq, const char *why);
     bool write_cqe(Cq &cq, Cqe64 &cqe);
+    // One 64-byte CQE or mini CQE array at index (the owner bit of op_own
+    // set here for a CQE), op_own last; false (CQ in error) if not guest
+    // memory.
+    bool write_slot(Cq &cq, uint32_t index, const uint8_t *bytes, bool cqe);
+    // CQE compression: a CQE joins the CQ's open session, opens one, or
+    // is written alone; flush() writes the session.
+    [[gnu::noinline]] bool produce(Cq &cq, Cqe64 &cqe);
+    bool joins(const Cq &cq, const Cqe64 &cqe) const;
+    void add_mini(Cq &cq, const Cqe64 &cqe);
+    bool flush(Cq &cq);
     void resize(CmdCtx &c, Cq &cq, uint32_t select);
+    bool compression_ok(CmdCtx &c, Cq &cq);
 
     Device &dev_;
     IdAllocator ids_{1, 1u << 24};
     std::map<uint32_t, Cq> cqs_;
+    std::vector<uint32_t> open_;  // CQs with an open compression session
 };
 
 }  // namespace hca
