@@ -116,16 +116,11 @@ void SendQueue::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, u
         dev_.guest_error("SQ doorbell for qpn=0x{:x}, which has no send queue", qpn);
         return;
     }
-    // The driver writes the doorbell record before the doorbell: the WQE the
-    // doorbell names must be behind the record's producer counter. (Far
-    // behind is no error: the doorbell waited in the device's queue while
-    // the driver went on posting, and the record moved on.)
-    if (be32 snd; qp->state == QpState::Rts && dev_.dma_read(qp->dbr + offsetof(DbRecord, snd), &snd, 4)) {
-        const uint16_t pi = static_cast<uint16_t>(snd.get());
-        if (static_cast<uint16_t>(index - pi) < 0x8000) {
-            dev_.guest_error("qpn=0x{:x} doorbell names WQE 0x{:x} but the doorbell record's producer counter is 0x{:x}",
-                             qpn, index, pi);
-        }
+    // The WQE the doorbell names must be behind the doorbell record's
+    // producer counter; sq_producer() checks it when it reads the record.
+    if (qp->state == QpState::Rts) {
+        qp->db_named = index;
+        qp->db_named_valid = true;
     }
     if (dev_.fw.caps().gen(ifc::cmd_hca_cap::bf) && ds && ds * 16 <= kBfBufSize) {
         // May be the start of a BlueFlame copy of this WQE.
@@ -239,6 +234,19 @@ bool SendQueue::sq_producer(Qp &qp, uint16_t &pi) {
         return false;
     }
     pi = static_cast<uint16_t>(snd.get());
+    // The driver writes the doorbell record before the doorbell: the WQE
+    // the last doorbell named must be behind the record's producer counter.
+    // (Far behind is no error: the doorbell waited in the device's queue
+    // while the driver went on posting, and the record moved on.) Checked
+    // here, where the record is read anyway, not with a read of its own.
+    if (qp.db_named_valid) {
+        qp.db_named_valid = false;
+        if (static_cast<uint16_t>(qp.db_named - pi) < 0x8000) {
+            dev_.guest_error(
+                "qpn=0x{:x} doorbell names WQE 0x{:x} but the doorbell record's producer counter is 0x{:x}", qp.qpn,
+                qp.db_named, pi);
+        }
+    }
     const uint32_t nbb = qp.sq_wqebbs();
     HCA_TRACE(dev_, wqe_dbr, .qpn = qp.qpn, .sq_pi = pi, .sq_ci = qp.sq_ci,
               .posted = static_cast<uint16_t>(pi - qp.sq_ci));

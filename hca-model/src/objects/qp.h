@@ -185,6 +185,10 @@ struct Qp {
     uint16_t rq_ci = 0;      // RQ WQEs consumed
     uint16_t rq_flushed = 0; // RQ WQEs flushed in the error state
     bool sq_pending = false;  // rung since the send queue last ran
+    // The WQE the last doorbell named (opmod_idx_opcode), checked against
+    // the doorbell record's producer counter when the send queue runs.
+    uint16_t db_named = 0;
+    bool db_named_valid = false;
     std::map<uint16_t, std::vector<uint8_t>> bf_wqes;  // WQEs delivered by BlueFlame, by index
     Timers::Id flush_timer = 0;
     int64_t flush_poll_ns = 0;  // the error state's RQ doorbell-record poll interval
