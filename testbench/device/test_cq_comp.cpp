@@ -201,3 +201,35 @@ TEST_CASE("CREATE_CQ refuses a reserved mini CQE format and the enhanced layout"
     s.d.create_cq(4, s.ceq.eqn, s.uar, &r, 2, hca::CqTable::kMiniCsum);  // padded 128-byte CQEs
     CHECK(r.status == 0);
 }
+
+TEST_CASE("what a mini CQE does not carry must match the title", "[cq][comp]") {
+    // CQEs posted to the CQ directly, each pair differing in the RSS hash or
+    // in the checksum: the hash format carries the hash, the others the
+    // checksum; a pair that differs in what its format does not carry is
+    // written as two plain CQEs.
+    for (const int format : {hca::CqTable::kMiniHash, hca::CqTable::kMiniCsum}) {
+        for (const size_t at : {size_t{12}, size_t{20}}) {  // rss_hash_result, check_sum
+            CAPTURE(format, at);
+            CompSetup s(format);
+            for (uint16_t i = 0; i < 2; ++i) {
+                hca::Cqe64 c{};
+                c.op_own = hca::kCqeRespSend << 4;
+                c.sop_drop_qpn.set(s.rx.qpn);
+                c.wqe_counter.set(i);
+                c.byte_cnt.set(100 + i);
+                reinterpret_cast<uint8_t *>(&c)[at] = static_cast<uint8_t>(i + 1);
+                REQUIRE(s.b.dev.cqs.post(s.ccq.cqn, c, false));
+            }
+            s.b.dev.cqs.flush_sessions();
+            unsigned sessions = 0;
+            const auto cqes = s.poll(&sessions);
+            REQUIRE(cqes.size() == 2);
+            const bool carried = (format == hca::CqTable::kMiniHash) == (at == 12);
+            CHECK(sessions == (carried ? 1u : 0u));
+            for (unsigned i = 0; i < 2; ++i) {
+                CHECK(cqes[i][at] == i + 1);  // each CQE keeps its own value either way
+                CHECK(hca::load_be32(cqes[i].data() + 0x2c) == 100 + i);
+            }
+        }
+    }
+}

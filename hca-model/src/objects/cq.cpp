@@ -537,8 +537,10 @@ bool CqTable::joins(const Cq &cq, const Cqe64 &cqe) const {
     const auto *a = reinterpret_cast<const uint8_t *>(&s.title);
     const auto *b = reinterpret_cast<const uint8_t *>(&cqe);
     const bool hash = cq.mini_format == kMiniHash;
-    return same_range(a, b, 0, kRssHashAt) && (!hash || same_range(a, b, kRssHashAt, kRssHashAt + 4)) &&
-           same_range(a, b, kRssHashAt + 4, kCheckSumAt) && (hash || same_range(a, b, kCheckSumAt, kCheckSumAt + 2)) &&
+    // The hash format carries the hash, not the checksum; the others the
+    // checksum, not the hash: what a mini CQE does not carry must match.
+    return same_range(a, b, 0, kRssHashAt) && (hash || same_range(a, b, kRssHashAt, kRssHashAt + 4)) &&
+           same_range(a, b, kRssHashAt + 4, kCheckSumAt) && (!hash || same_range(a, b, kCheckSumAt, kCheckSumAt + 2)) &&
            same_range(a, b, kCheckSumAt + 2, kByteCntAt) && same_range(a, b, kTimestampAt + 8, kWqeCounterAt) &&
            a[62] == b[62] && (a[63] & 0xfe) == (b[63] & 0xfe);
 }
