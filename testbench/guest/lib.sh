@@ -264,8 +264,9 @@ ipoib_up() {
 # 0; both nodes call it.
 ipoib_tcp_check() {
     local name=$1 mib=$2
-    local sink='import hashlib, socket, sys
+    local sink='import hashlib, pathlib, socket, sys
 s = socket.create_server((sys.argv[1], 5301))
+pathlib.Path(sys.argv[2]).touch()
 c, _ = s.accept()
 h, n = hashlib.sha256(), 0
 while b := c.recv(1 << 16):
@@ -273,9 +274,13 @@ while b := c.recv(1 << 16):
     n += len(b)
 print(n, h.hexdigest())'
     if [ "$HCASIM_NODE" = 1 ]; then
-        timeout 120 python3 -c "$sink" 192.168.77.2 > "/tmp/$name.txt" 2>&1 &
+        rm -f "/tmp/$name.listening"
+        timeout 120 python3 -c "$sink" 192.168.77.2 "/tmp/$name.listening" > "/tmp/$name.txt" 2>&1 &
         local pid=$!
-        sleep 0.5
+        # The sender connects right after the barrier: only once this
+        # side listens (Python's start alone may take a second or two
+        # under TCG; a refused connection is not what this checks).
+        retry 30 test -e "/tmp/$name.listening"
         barrier "$name" 60
         wait $pid
         share "$name" "$(cat "/tmp/$name.txt")"
