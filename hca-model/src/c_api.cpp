@@ -143,6 +143,12 @@ void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data, unsign
     guarded(m, "mmio_write", [&] { m->dev.mmio_write(offset, static_cast<const uint8_t *>(data), size); });
 }
 
+bool hca_model_on_bus(HcaModel *m) {
+    bool on = true;
+    guarded(m, "on_bus", [&] { on = !m->dev.off_bus(); });
+    return on;
+}
+
 void hca_model_run(HcaModel *m) {
     guarded(m, "run", [&] { m->dev.run(); });
 }

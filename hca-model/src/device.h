@@ -116,6 +116,9 @@ class Device {
     // ones; after back_ns (never if negative) the next MMIO access finds a
     // new function in the slot, in its power-on state (a reset).
     void leave_bus(int64_t back_ns) noexcept;
+    // leave_bus() in effect? Asking once its time is up finds the new
+    // function, as an MMIO access or a configuration read does.
+    bool off_bus();
 
     // The port's link to the fabric (frames of iba/link.h).
     void port_rx(unsigned port, const uint8_t *frame, size_t len);
@@ -217,7 +220,6 @@ class Device {
 
   private:
     bool guest_error_budget();
-    bool off_bus();  // leave_bus() in effect? Comes back when its time is up.
     // Stops everything that moves (doorbells, received packets, timers)
     // until a reset, as dead firmware or a function off the bus does;
     // why() (if given) makes its trace line.

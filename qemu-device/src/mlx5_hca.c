@@ -527,9 +527,31 @@ static void mlx5_hca_exit(PCIDevice *pdev)
     mlx5_hca_del_blocker(&s->migration_blocker);
 }
 
+/*
+ * A function off the bus (the pci-gone fault) leaves an empty slot behind:
+ * configuration reads complete with all ones, as the root port answers a
+ * request nobody claims, and writes go nowhere.
+ */
+static uint32_t mlx5_hca_read_config(PCIDevice *pdev, uint32_t addr, int len)
+{
+    Mlx5HcaState *s = MLX5_HCA(pdev);
+
+    if (s->model && !hca_model_on_bus(s->model)) {
+        trace_mlx5_hca_config_gone(addr, len, false);
+        return len == 4 ? UINT32_MAX : (1u << (len * 8)) - 1;
+    }
+    return pci_default_read_config(pdev, addr, len);
+}
+
 static void mlx5_hca_write_config(PCIDevice *pdev, uint32_t addr,
                                   uint32_t val, int len)
 {
+    Mlx5HcaState *s = MLX5_HCA(pdev);
+
+    if (s->model && !hca_model_on_bus(s->model)) {
+        trace_mlx5_hca_config_gone(addr, len, true);
+        return;
+    }
     pci_default_write_config(pdev, addr, val, len);
     pcie_cap_flr_write_config(pdev, addr, val, len);
     pcie_aer_write_config(pdev, addr, val, len);
@@ -665,6 +687,7 @@ static void mlx5_hca_class_init(ObjectClass *klass, Mlx5HcaClassData data)
 
     pc->realize = mlx5_hca_realize;
     pc->exit = mlx5_hca_exit;
+    pc->config_read = mlx5_hca_read_config;
     pc->config_write = mlx5_hca_write_config;
     pc->vendor_id = HCA_MODEL_PCI_VENDOR_ID;
     pc->device_id = HCA_MODEL_PCI_DEVICE_ID;

@@ -486,6 +486,7 @@ TEST_CASE("pci-gone: off the bus, reads all ones, nothing moves; a new function 
     CHECK(s.b.host.tx_drops == drops + 1);  // what was queued for the link goes with it
     CHECK(s.d.iseg_read32(hca::InitSeg::kHealthCounter) == 0xffffffffu);  // sensor_pci_not_working()
     CHECK(s.d.iseg_read32(0) == 0xffffffffu);
+    CHECK(s.b.dev.off_bus());  // the host answers configuration reads with all ones
     s.d.cq_arm(s.scq);
     s.d.post_ud_send(a, 5, a.qpn, 0x11, {{s.lkey, buf, 16}});  // a doorbell nobody hears
     CHECK(!s.d.next_cqe(s.scq));
@@ -493,6 +494,7 @@ TEST_CASE("pci-gone: off the bus, reads all ones, nothing moves; a new function 
     CHECK(!s.d.exec(Driver::inbox(hca::kOpNop, 0, 16), 16).completed);
     s.b.advance(499'000'000);
     CHECK(s.d.iseg_read32(0) == 0xffffffffu);
+    CHECK(s.b.dev.off_bus());
     s.b.advance(1'000'000);
     // The next access finds a new function: power-on state, nothing of the old one.
     CHECK(s.d.iseg_read32(0) != 0xffffffffu);
@@ -634,5 +636,13 @@ TEST_CASE("faults through the C interface and at power-on; a bad one refuses the
     r = hca_model_fault(m, nullptr);
     CHECK(std::string(r).starts_with("error"));
     std::free(r);
+    // A surprise removal until a reset: configuration space is an empty slot's.
+    CHECK(hca_model_on_bus(m));
+    r = hca_model_fault(m, "pci-gone");
+    CHECK(std::string(r).starts_with("ok"));
+    std::free(r);
+    CHECK(!hca_model_on_bus(m));
+    hca_model_reset(m);
+    CHECK(hca_model_on_bus(m));
     hca_model_free(m);
 }

@@ -173,6 +173,9 @@ else
     sleep 3
     t2=$(now)
     check "armed pci-gone ms=8000 under iperf3" hca_fault pci-gone:ms=8000
+    # An empty slot: configuration reads complete with all ones too.
+    vid=$(setpci -s "$(hca_pci_dev)" VENDOR_ID.w 2>&1)
+    check "configuration space of the removed function reads all ones (vendor ID '$vid')" test "$vid" = ffff
     comm_err() { since_mark | grep -q 'Fatal error 1 detected'; }
     check "mlx5_core's health poll: 'Fatal error 1 detected' (PCI reads return all ones)" retry 30 comm_err
     echo "# 'Fatal error 1 detected' $(since "$t2") s after pci-gone"

@@ -99,6 +99,12 @@ void hca_model_mmio_read(HcaModel *m, uint64_t offset, void *data,
 void hca_model_mmio_write(HcaModel *m, uint64_t offset, const void *data,
                           unsigned size);
 
+/* False while the function is off the bus (the pci-gone fault, a surprise
+ * removal): the host answers its configuration space with all ones and
+ * drops writes to it, as for a slot with nothing in it. Asking after the
+ * removal's time is up finds a new function, as an MMIO access does. */
+bool hca_model_on_bus(HcaModel *m);
+
 /* Deferred work requested by schedule(), and the timer of timer_mod(). */
 void hca_model_run(HcaModel *m);
 void hca_model_timer(HcaModel *m);
