@@ -55,10 +55,12 @@ mcam_reg mcam_access_reg mcam_enhanced_features mcqs_reg mcqi_reg mcqi_version m
 create_rmp_in create_rmp_out destroy_rmp_in destroy_rmp_out query_rmp_in query_rmp_out modify_rmp_in modify_rmp_out rmpc wq rmp_bitmask
 query_hca_vport_gid_in query_hca_vport_pkey_in
 device_mem_cap alloc_memic_in alloc_memic_out dealloc_memic_in dealloc_memic_out
+create_psv_in create_psv_out destroy_psv_in destroy_psv_out
 alloc_q_counter_in alloc_q_counter_out dealloc_q_counter_in dealloc_q_counter_out query_q_counter_in query_q_counter_out
 create_dct_in create_dct_out destroy_dct_in destroy_dct_out drain_dct_in drain_dct_out query_dct_in query_dct_out dctc arm_dct_in arm_dct_out
 create_uctx_in create_uctx_out destroy_uctx_in destroy_uctx_out uctx create_umem_in create_umem_out destroy_umem_in destroy_umem_out umem
 create_xrq_in create_xrq_out destroy_xrq_in destroy_xrq_out query_xrq_in query_xrq_out xrqc tag_matching_topology_context
+create_sq_in create_sq_out modify_sq_in modify_sq_out destroy_sq_in destroy_sq_out query_sq_in query_sq_out sqc
 """.split()
 
 KEYWORDS = {"free", "register", "class", "private", "protected", "public", "delete",

@@ -15,6 +15,19 @@ uint64_t default_guid(const void *instance) {
     return (uint64_t{0x0002c903} << 32) | (x & 0xffffffffu);
 }
 
+// Marks the device as inside run() or on_timer() for their duration, an
+// exception included.
+class Running {
+  public:
+    explicit Running(bool &flag) : flag_(flag) { flag_ = true; }
+    ~Running() { flag_ = false; }
+    Running(const Running &) = delete;
+    Running &operator=(const Running &) = delete;
+
+  private:
+    bool &flag_;
+};
+
 }  // namespace
 
 Device::Device(Host &host, const DeviceConfig &cfg)
@@ -30,6 +43,7 @@ Device::Device(Host &host, const DeviceConfig &cfg)
       uctxs(*this),
       umems(*this),
       pds(*this),
+      psvs(*this),
       devmem(*this),
       qcounters(*this),
       mkeys(*this),
@@ -122,6 +136,7 @@ void Device::drop_objects() {
     srqs.reset();
     cqs.reset();
     mkeys.reset();
+    psvs.reset();
     pds.reset();
     umems.reset();
     uctxs.reset();
@@ -187,6 +202,7 @@ void Device::on_timer() {
     if (fatal_) {
         return;
     }
+    const Running running(running_);
     timers_.run_expired(now());
     cqs.flush_sessions();
     sync_timer();

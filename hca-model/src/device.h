@@ -28,6 +28,7 @@
 #include "objects/eq.h"
 #include "objects/mkey.h"
 #include "objects/pd.h"
+#include "objects/psv.h"
 #include "objects/qp.h"
 #include "objects/srq.h"
 #include "objects/uar.h"
@@ -151,6 +152,13 @@ class Device {
     }
     void msix(unsigned vector);
     void schedule();
+    // For work the end of a run() or on_timer() does anyway (flushing CQE
+    // sessions): a bottom half only when it comes from outside them.
+    void schedule_unless_running() {
+        if (!running_) {
+            schedule();
+        }
+    }
     Timers::Id add_timer(int64_t delay_ns, std::function<void()> fn);
     void cancel_timer(Timers::Id id);
 
@@ -237,6 +245,7 @@ class Device {
     int64_t guest_error_window_ = 0;
     uint32_t guest_errors_in_window_ = 0;
     bool scheduled_ = false;
+    bool running_ = false;  // inside run() or on_timer()
     bool fatal_ = false;
     int64_t off_bus_until_ = -1;  // leave_bus(): -1 on the bus
     uint32_t run_packets_ = 0;
@@ -284,6 +293,7 @@ class Device {
     UctxTable uctxs;
     UmemTable umems;
     PdTable pds;
+    PsvTable psvs;
     DevMem devmem;
     QCounterTable qcounters;
     MkeyTable mkeys;

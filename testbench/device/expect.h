@@ -20,6 +20,8 @@ inline void expect_no_objects(hca::Device &dev) {
     CHECK(dev.cqs.count() == 0);
     CHECK(dev.srqs.count() == 0);
     CHECK(dev.mkeys.count() == 0);
+    CHECK(dev.mkeys.sig_keys() == 0);
+    CHECK(dev.psvs.count() == 0);
     CHECK(dev.pds.pds() == 0);
     CHECK(dev.pds.xrcds() == 0);
     CHECK(dev.eqs.count() == 0);

@@ -35,8 +35,8 @@ struct World {
     bool dirty = false;  // the input changed the HCA itself: reset the device
     // Objects the current input created, by kind; destroyed afterwards in
     // dependency order (QPs first).
-    std::vector<uint32_t> eqs, pds, xrcds, qcounters, mkeys, cqs, qps, dcts, srqs, xsrqs, rmps, xrqs, uars, uctxs,
-        umems;
+    std::vector<uint32_t> eqs, pds, xrcds, qcounters, psvs, mkeys, cqs, qps, dcts, sqs, srqs, xsrqs, rmps, xrqs, uars,
+        uctxs, umems;
     std::vector<std::pair<uint64_t, uint32_t>> memics;  // device memory: BAR0 address, bytes
 
     void setup() {
@@ -132,6 +132,10 @@ void create_mkey(World &x, Input &in) {
     ifc::set(box.data(), ifc::in(e, ifc::mkc::log_page_size), in.flag() ? 12 : in.u8() & 0x3f);
     ifc::set(box.data(), ifc::in(e, ifc::mkc::translations_octword_size), oct);
     ifc::set(box.data(), ifc::create_mkey_in::translations_octword_actual_size, mode == 2 ? 0 : oct);
+    if (mode == 2 && in.u8() < 64) {  // a signature key (bsf_en), its BSF size right or not
+        ifc::set(box.data(), ifc::in(e, ifc::mkc::bsf_en), 1);
+        ifc::set(box.data(), ifc::in(e, ifc::mkc::bsf_octword_size), in.flag() ? 4 : in.u8());
+    }
     const bool indirect = mode == 3 || mode == 5;  // entries (byte count, key; address) naming keys
     for (unsigned i = 0; mode != 2 && i < oct * 2; ++i) {
         const uint32_t k = in.flag() ? hca::kNullMkey : pick(in, x.mkeys) << 8 | in.u8();
@@ -328,6 +332,38 @@ void create_dct(World &x, Input &in) {
     }
 }
 
+// CREATE_SQ (objects/sq.cpp): mostly what mlx5_core's write-combining
+// test gives, any field at times.
+void create_sq(World &x, Input &in) {
+    const size_t n = 1 + in.u8() % 4;
+    auto box = Driver::inbox(hca::kOpCreateSq, 0, ifc::create_sq_in::size_bytes + n * 8);
+    const auto c = ifc::create_sq_in::ctx;
+    const auto w = ifc::in(c, ifc::sqc::wq);
+    hca::store_be16(box.data() + 2, static_cast<uint16_t>(pick(in, x.uctxs, 0xffff)));
+    ifc::set(box.data(), ifc::in(c, ifc::sqc::cqn), pick(in, x.cqs));
+    ifc::set(box.data(), ifc::in(c, ifc::sqc::state), in.u8() < 230 ? 0 : in.u8() & 0xf);
+    ifc::set(box.data(), ifc::in(c, ifc::sqc::flush_in_error_en), 1);
+    ifc::set(box.data(), ifc::in(c, ifc::sqc::ts_format), in.u8() & 3);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::wq_type), in.u8() < 230 ? 1 : in.u8() & 0xf);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::pd), in.u8() < 128 ? 0 : pick(in, x.pds));
+    ifc::set(box.data(), ifc::in(w, ifc::wq::uar_page), in.u8() < 240 ? x.uar : in.u32());
+    ifc::set(box.data(), ifc::in(w, ifc::wq::dbr_addr), in.u8() < 200 ? (in.u8() % 64) * 64 : in.u64());
+    ifc::set(box.data(), ifc::in(w, ifc::wq::log_wq_stride), in.u8() < 230 ? 6 : in.u8() & 0xf);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::log_wq_pg_sz), in.u8() < 230 ? 0 : in.u8() & 0x1f);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::log_wq_sz), in.u8() % 11);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::page_offset), in.u8() < 230 ? 0 : in.u8() & 0x1f);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::dbr_umem_valid), in.u8() > 230);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::dbr_umem_id), pick(in, x.umems));
+    ifc::set(box.data(), ifc::in(w, ifc::wq::wq_umem_valid), in.u8() > 230);
+    ifc::set(box.data(), ifc::in(w, ifc::wq::wq_umem_id), pick(in, x.umems));
+    pages(x, box, ifc::create_sq_in::size_bytes, n, 0);
+    hcafuzz::patch(in, box, 2);
+    auto r = run(x, in, box, ifc::create_sq_out::size_bytes);
+    if (ok(r)) {
+        x.sqs.push_back(static_cast<uint32_t>(r.get(ifc::create_sq_out::sqn)));
+    }
+}
+
 // DEVX: user contexts, UMEMs over fresh pages, and CQs and QPs whose
 // buffers and doorbell records are in a UMEM.
 void devx_cmd(World &x, Input &in) {
@@ -461,21 +497,32 @@ void object_cmd(World &x, Input &in) {
         {hca::kOpQueryDct, ifc::query_dct_in::dctn, &World::dcts, ifc::query_dct_out::size_bytes, false},
         {hca::kOpArmDctForKeyViolation, ifc::arm_dct_in::dct_number, &World::dcts, 16, false},
         {hca::kOpQueryQp, ifc::query_qp_in::qpn, &World::dcts, ifc::query_qp_out::size_bytes, false},
+        {hca::kOpDestroySq, ifc::destroy_sq_in::sqn, &World::sqs, 16, true},
+        {hca::kOpQuerySq, ifc::query_sq_in::sqn, &World::sqs, ifc::query_sq_out::size_bytes, false},
+        {hca::kOpModifySq, ifc::modify_sq_in::sqn, &World::sqs, 16, false},
+        {hca::kOpModifySq, ifc::modify_sq_in::sqn, &World::qps, 16, false},    // a QP's number
+        {hca::kOpDestroyQp, ifc::destroy_qp_in::qpn, &World::sqs, 16, false},  // an SQ's number
         {hca::kOpAttachToMcg, ifc::attach_to_mcg_in::qpn, &World::qps, 16, false},
         {hca::kOpDetachFromMcg, ifc::detach_from_mcg_in::qpn, &World::qps, 16, false},
     };
     const Op &op = kOps[in.pick(static_cast<unsigned>(std::size(kOps)))];
     std::vector<uint32_t> &list = x.*op.list;
     const uint32_t id = pick(in, list);
-    const size_t inlen = op.opcode == hca::kOpModifyRmp ? ifc::modify_rmp_in::size_bytes
+    const size_t inlen = op.opcode == hca::kOpModifyRmp  ? ifc::modify_rmp_in::size_bytes
+                         : op.opcode == hca::kOpModifySq ? ifc::modify_sq_in::size_bytes
                          : op.opcode == hca::kOpAttachToMcg || op.opcode == hca::kOpDetachFromMcg ? 0x20
                          : op.opcode == hca::kOpQueryQCounter ? ifc::query_q_counter_in::size_bytes
-                                                               : 16;
+                                                              : 16;
     auto box = Driver::inbox(op.opcode, in.u8() < 230 ? 0 : in.u8(), inlen);
     ifc::set(box.data(), op.id, id);
     if (inlen == 0x20) {
         box[16] = 0xff;  // a multicast GID
         box[31] = in.u8() & 3;
+    }
+    if (op.opcode == hca::kOpModifySq) {
+        const uint8_t st = in.u8();  // current and next state: RST 0, RDY 1, ERR 3, rarely others
+        ifc::set(box.data(), ifc::modify_sq_in::sq_state, st < 230 ? st % 4 : st & 0xf);
+        ifc::set(box.data(), ifc::in(ifc::modify_sq_in::ctx, ifc::sqc::state), in.u8() % 5);
     }
     if (op.opcode == hca::kOpArmRq || op.opcode == hca::kOpArmXrcSrq) {
         hca::store_be16(box.data() + 14, in.u8());
@@ -519,6 +566,8 @@ void hca_cmd(World &x, Input &in) {
         {hca::kOpDeallocMemic, ifc::dealloc_memic_in::size_bytes, 16, false},
         {hca::kOpPageFaultResume, ifc::page_fault_resume_in::size_bytes, 16, false},
         {hca::kOpQuerySpecialContexts, 16, ifc::query_special_contexts_out::size_bytes, false},
+        {hca::kOpCreatePsv, ifc::create_psv_in::size_bytes, ifc::create_psv_out::size_bytes, false},
+        {hca::kOpDestroyPsv, ifc::destroy_psv_in::size_bytes, 16, false},
         {hca::kOpManagePages, 16 + 64, 16 + 64, true},
         {hca::kOpSetHcaCap, ifc::set_hca_cap_in::size_bytes, 16, true},
         {hca::kOpSetIssi, 16, 16, true},
@@ -558,6 +607,11 @@ void hca_cmd(World &x, Input &in) {
                  in.flag() ? pick(in, x.qps) : pick(in, x.srqs));
         ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::fault_token), in.u32());
         ifc::set(box.data(), ifc::in(info, ifc::trans_page_fault_info::error), in.flag());
+    } else if (op.opcode == hca::kOpCreatePsv) {
+        ifc::set(box.data(), ifc::create_psv_in::num_psv, in.flag() ? 1 + in.u8() % 2 : in.u8());
+        ifc::set(box.data(), ifc::create_psv_in::pd, pick(in, x.pds));
+    } else if (op.opcode == hca::kOpDestroyPsv) {
+        ifc::set(box.data(), ifc::destroy_psv_in::psvn, pick(in, x.psvs));
     } else if (op.opcode == hca::kOpManagePages) {
         ifc::set(box.data(), ifc::manage_pages_in::input_num_entries, in.u8() % 9);
         for (unsigned i = 0; i < 8; ++i) {
@@ -587,6 +641,15 @@ void hca_cmd(World &x, Input &in) {
                                      static_cast<uint32_t>(ifc::get(box.data(), ifc::dealloc_memic_in::memic_size))});
         } else if (op.opcode == hca::kOpAllocQCounter) {
             x.qcounters.push_back(id & 0xff);
+        } else if (op.opcode == hca::kOpCreatePsv) {
+            for (const ifc::Field f : {ifc::create_psv_out::psv0_index, ifc::create_psv_out::psv1_index,
+                                       ifc::create_psv_out::psv2_index, ifc::create_psv_out::psv3_index}) {
+                if (const uint32_t psv = static_cast<uint32_t>(r.get(f))) {
+                    x.psvs.push_back(psv);
+                }
+            }
+        } else if (op.opcode == hca::kOpDestroyPsv) {
+            std::erase(x.psvs, static_cast<uint32_t>(ifc::get(box.data(), ifc::destroy_psv_in::psvn)));
         }
     }
 }
@@ -603,11 +666,13 @@ void cleanup(World &x) {
     static const Kind kKinds[] = {
         {&World::qps, hca::kOpDestroyQp, ifc::destroy_qp_in::qpn},
         {&World::dcts, hca::kOpDestroyDct, ifc::destroy_dct_in::dctn},
+        {&World::sqs, hca::kOpDestroySq, ifc::destroy_sq_in::sqn},
         {&World::srqs, hca::kOpDestroySrq, ifc::destroy_srq_in::srqn},
         {&World::xsrqs, hca::kOpDestroyXrcSrq, ifc::destroy_xrc_srq_in::xrc_srqn},
         {&World::rmps, hca::kOpDestroyRmp, ifc::destroy_rmp_in::rmpn},
         {&World::xrqs, hca::kOpDestroyXrq, ifc::destroy_xrq_in::xrqn},
         {&World::mkeys, hca::kOpDestroyMkey, ifc::destroy_mkey_in::mkey_index},
+        {&World::psvs, hca::kOpDestroyPsv, ifc::destroy_psv_in::psvn},
         {&World::cqs, hca::kOpDestroyCq, ifc::destroy_cq_in::cqn},
         {&World::eqs, hca::kOpDestroyEq, ifc::destroy_eq_in::eq_number},
         {&World::pds, hca::kOpDeallocPd, ifc::dealloc_pd_in::pd},
@@ -650,7 +715,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     World &x = world();
     Input in(data, size);
     for (int steps = 0; !in.empty() && steps < 48; ++steps) {
-        switch (in.pick(14)) {
+        switch (in.pick(15)) {
             case 0:
                 create_eq(x, in);
                 break;
@@ -670,6 +735,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         case 13:
             devx_cmd(x, in);
+            break;
+        case 14:
+            create_sq(x, in);
             break;
         default: hca_cmd(x, in); break;
         }

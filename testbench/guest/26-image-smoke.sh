@@ -25,6 +25,16 @@ fi
 check "port ACTIVE" wait_port_active 120
 check "ibv_devinfo: mlx5_0, PORT_ACTIVE, link layer InfiniBand" \
     sh -c "ibv_devinfo -d mlx5_0 > /tmp/devinfo.txt && grep -q 'state:.*PORT_ACTIVE' /tmp/devinfo.txt && grep -q 'link_layer:.*InfiniBand' /tmp/devinfo.txt"
+# A BlueFlame UAR is mlx5_ib's only after the kernel's write-combining
+# test passed (6.1: mlx5_ib on a UD QP; 6.12 and later: mlx5_core on an
+# SQ object); without it libmlx5 gets no BlueFlame registers at all.
+check "a BlueFlame UAR can be allocated (the kernel's write-combining test passed)" python3 -c '
+from pyverbs.providers.mlx5.mlx5dv import Mlx5UAR, Mlx5Context, Mlx5DVContextAttr
+from pyverbs.providers.mlx5.mlx5_enums import _MLX5DV_UAR_ALLOC_TYPE_BF
+ctx = Mlx5Context(Mlx5DVContextAttr(), name="mlx5_0")
+uar = Mlx5UAR(ctx, _MLX5DV_UAR_ALLOC_TYPE_BF)
+uar.close()
+ctx.close()'
 barrier active 180
 ipoib_up
 check "ib0 carrier" retry 60 ipoib_carrier

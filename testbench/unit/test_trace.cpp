@@ -133,6 +133,7 @@ TEST_CASE("the WQE opcode names come from trace-events, one per opcode the model
         {kWqeAtomicMaskedFa, "ATOMIC_MASKED_FA"},
         {kWqeBindMw, "BIND_MW"},
         {kWqeConfigCmd, "CONFIG_CMD"},
+        {kWqeSetPsv, "SET_PSV"},
         {kWqeUmr, "UMR"},
         {kWqeTagMatching, "TAG_MATCHING"},
     };

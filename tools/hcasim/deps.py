@@ -11,7 +11,7 @@ PACKAGES = [
     "build-essential", "cmake", "ninja-build", "pkg-config", "meson", "python3",
     "clang", "libclang-rt-14-dev", "ccache",
     # libraries of hcasim
-    "catch2", "libboost-dev", "libibverbs-dev", "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "zlib1g-dev", "libdeflate-dev",
+    "catch2", "libboost-dev", "libibverbs-dev", "libfmt-dev", "nlohmann-json3-dev", "libcli11-dev", "zlib1g-dev", "libdeflate-dev", "libisal-dev",
     # Debian's QEMU source builds (x86_64-softmmu, virtfs; 10.x configures in
     # a venv, and the archive is asked with curl which sources it serves) and
     # the firmware

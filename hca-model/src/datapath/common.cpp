@@ -10,6 +10,7 @@
 
 #include "be.h"
 #include "datapath/common.h"
+#include "datapath/sig_xfer.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -100,6 +101,10 @@ bool parse_data_segs(Device &dev, const Qp &qp, std::span<const uint8_t> segs, G
         HCA_TRACE(dev, wqe_data, .qpn = qp.qpn, .lkey = d.lkey.get(), .addr = d.addr.get(), .len = d.byte_count.get());
         if (d.byte_count.get()) {
             out.sges.push_back({d.lkey.get(), d.addr.get(), d.byte_count.get()});
+            if (!sig_wire_sge(dev, qp, out.sges.back())) {
+                synd = kSyndLocalLength;
+                return false;
+            }
         }
     }
     return true;
@@ -157,7 +162,7 @@ bool gather(Device &dev, const Qp &qp, uint16_t index, const GatherList &msg, ui
 // Scatter through the memory keys: SEND payloads into receive WQEs, read
 // responses and atomic results into the requester's buffers.
 bool scatter(Device &dev, const Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offset,
-             std::span<const uint8_t> data, std::vector<DmaChunk> &chunks, uint8_t &synd) {
+             std::span<const uint8_t> data, std::vector<DmaChunk> &chunks, uint8_t &synd, uint32_t sigerr_cqn) {
     uint32_t base = 0;
     uint32_t pos = 0;
     for (const auto &s : sges) {
@@ -170,6 +175,15 @@ bool scatter(Device &dev, const Qp &qp, uint32_t pd, const SgeList &sges, uint32
         }
         const uint32_t in_sge = offset + pos - base;
         const uint32_t n = std::min<uint32_t>(s.len - in_sge, static_cast<uint32_t>(data.size()) - pos);
+        if (s.sig) {
+            if (!sig_scatter(dev, qp, pd, sigerr_cqn ? sigerr_cqn : qp.cqn_rcv, s, in_sge, data.subspan(pos, n),
+                             synd)) {
+                return false;
+            }
+            pos += n;
+            base += s.len;
+            continue;
+        }
         chunks.clear();
         const XlatError e = dev.mkeys.translate(s.lkey, pd, s.addr + in_sge, n, kAccLocalWrite, chunks);
         if (e == XlatError::PageFault) {

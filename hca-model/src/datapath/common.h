@@ -36,8 +36,10 @@ bool gather(Device &dev, const Qp &qp, uint16_t index, const GatherList &msg, ui
             uint8_t *out, std::vector<DmaChunk> &chunks, uint8_t &synd);
 // data written into the scatter list sges from byte offset on, through the
 // memory keys of pd.
+// An SGE through a signature key (datapath/sig_xfer.h) reports signature
+// errors to sigerr_cqn (0: the QP's receive CQ).
 bool scatter(Device &dev, const Qp &qp, uint32_t pd, const SgeList &sges, uint32_t offset,
-             std::span<const uint8_t> data, std::vector<DmaChunk> &chunks, uint8_t &synd);
+             std::span<const uint8_t> data, std::vector<DmaChunk> &chunks, uint8_t &synd, uint32_t sigerr_cqn = 0);
 
 // The path MTU of a connected QP in bytes: its own, capped by the port's.
 uint32_t rc_mtu(Device &dev, const Qp &qp);

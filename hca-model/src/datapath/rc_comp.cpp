@@ -129,6 +129,7 @@ void RcRequester::complete(Qp &qp) {
     if (qp.rc.pending.empty() && qp.rc.req == ReqState::WaitAck) {
         enter(qp, ReqState::Idle);
     }
+    qps_.sigerr_drain_done(qp);
     if (progress) {
         qp.rc.rnr_left = qp.rnr_retry;
         arm_ack_timer(qp);
@@ -247,7 +248,7 @@ void RcRequester::got_atomic_ack(Qp &qp, RcWqe &w, const iba::PacketView &v) {
     const uint64_t value = v.atomic_ack->orig.get();
     std::memcpy(orig, &value, 8);
     uint8_t synd = 0;
-    if (!scatter(dev_, qp, qp.pd, w.data.sges, 0, orig, chunks_, synd)) {
+    if (!scatter(dev_, qp, qp.pd, w.data.sges, 0, orig, chunks_, synd, qp.cqn_snd)) {
         if (synd == kSyndPageFault && page_fault(qp, w, w.first_psn, 0)) {
             return;  // the request goes again; the responder replays its result
         }
@@ -283,7 +284,7 @@ void RcRequester::got_read_response(Qp &qp, RcWqe &w, const Packet &pkt, const i
         return;
     }
     uint8_t synd = 0;
-    if (!scatter(dev_, qp, w.hw ? w.pd : qp.pd, w.data.sges, offset, v.payload, chunks_, synd)) {
+    if (!scatter(dev_, qp, w.hw ? w.pd : qp.pd, w.data.sges, offset, v.payload, chunks_, synd, qp.cqn_snd)) {
         if (synd == kSyndPageFault && page_fault(qp, w, psn, offset)) {
             return;  // the READ is asked again from this response on
         }

@@ -9,6 +9,7 @@
 #include "be.h"
 #include "datapath/common.h"
 #include "datapath/rc_req.h"
+#include "datapath/sig_xfer.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -251,6 +252,11 @@ bool RcRequester::parse_wqe(Qp &qp, const SqWqe &sw, RcWqe &w, uint8_t &synd) {
     if (!w.data.inline_data.empty() && (w.is_read() || w.is_atomic())) {
         dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: inline data in a {}", qp.qpn, w.index, wqe_opcode_name(w.opcode));
         synd = kSyndLocalQpOp;
+        return false;
+    }
+    // A signature key's gather is read and transformed now; a READ's
+    // scatter goes through it as the responses come.
+    if (!w.is_read() && !sig_gather(dev_, qp, w.index, w.data, synd)) {
         return false;
     }
     const uint64_t len = w.data.length();

@@ -9,6 +9,7 @@
 #include "be.h"
 #include "datapath/common.h"
 #include "datapath/rc_resp.h"
+#include "datapath/sig_xfer.h"
 
 #include "datapath/tm.h"
 #include "device.h"
@@ -195,6 +196,9 @@ bool RcResponder::take_recv(Qp &qp, const iba::PacketView &v) {
     }
     if (!qps_.receiver().read_recv_sges(addr, stride, r.sges)) {
         return false;
+    }
+    for (Sge &sge : r.sges) {
+        sig_wire_sge(dev_, qp, sge);  // a bad one takes nothing: the message ends in a length error
     }
     r.index = index;
     r.srq = srq != nullptr;
@@ -410,7 +414,7 @@ bool RcResponder::on_send(Qp &qp, const iba::PacketView &v) {
         return false;
     }
     uint8_t synd = 0;
-    if (!scatter(dev_, qp, r.pd, r.sges, r.offset, data, chunks_, synd)) {
+    if (!scatter(dev_, qp, r.pd, r.sges, r.offset, data, chunks_, synd, r.cqn)) {
         // (A tagged buffer is not given back: a page fault in it is an error.)
         if (synd == kSyndPageFault && !r.tm_app && recv_fault(qp, psn, is_first(op), v.payload.size())) {
             return false;

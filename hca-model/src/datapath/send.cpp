@@ -8,6 +8,7 @@
 #include "be.h"
 #include "datapath/common.h"
 #include "datapath/ipoib_offload.h"
+#include "datapath/sig_xfer.h"
 #include "device.h"
 #include "objects/qp.h"
 
@@ -284,7 +285,7 @@ void SendQueue::process(Qp &qp) {
             return;  // earlier messages are still going out
         }
     }
-    while (qp.sq_ci != pi && qp.state == QpState::Rts) {
+    while (qp.sq_ci != pi && qp.state == QpState::Rts && !qp.sigerr_draining) {
         if (!may_work()) {
             defer(qp);
             return;
@@ -321,6 +322,7 @@ void SendQueue::process(Qp &qp) {
             return;
         }
     }
+    qps_.sigerr_drain_done(qp);
 }
 
 // Checks what every WQE must satisfy, then runs it on its transport.
@@ -357,6 +359,13 @@ bool SendQueue::execute_wqe(Qp &qp, const SqWqe &w) {
         }
         return fail_wqe(qp, w, synd, "UMR failed");
     }
+    if (w.opcode == kWqeSetPsv && qp.st != kQpRegUmr) {
+        uint8_t synd = kSyndLocalQpOp;
+        if (set_psv(dev_, qp, w, synd)) {
+            return local_done(qp, w);
+        }
+        return fail_wqe(qp, w, synd, "SET_PSV failed");
+    }
     if (w.opcode == kWqeTagMatching && qp.st == kQpRc) {
         // A tag list operation on a tag-matching XRQ's command QP.
         uint8_t synd = kSyndLocalQpOp;
@@ -370,6 +379,12 @@ bool SendQueue::execute_wqe(Qp &qp, const SqWqe &w) {
     }
     if (qp.ud_like()) {
         return send_ud(qp, w);
+    }
+    if (qp.st == kQpSq) {
+        // No Ethernet (or IPoIB underlay) transmit path on an InfiniBand port.
+        dev_.guest_error("sqn=0x{:x} WQE 0x{:x}: {} on an SQ object, which carries only NOPs here", qp.qpn, w.index,
+                         wqe_opcode_name(w.opcode));
+        return fail_wqe(qp, w, kSyndLocalQpOp, "SQ object: no transmit path");
     }
     dev_.guest_error("qpn=0x{:x} WQE 0x{:x}: {} QPs have no send queue", qp.qpn, w.index, qp_type_name(qp.st));
     return fail_wqe(qp, w, kSyndLocalQpOp, "no send queue for this QP type");
@@ -498,7 +513,8 @@ bool SendQueue::send_ud(Qp &qp, const SqWqe &w) {
         }
     }
     uint8_t synd = 0;
-    if (!parse_data_segs(dev_, qp, w.bytes.subspan(segs_at), ud_msg_, synd)) {
+    if (!parse_data_segs(dev_, qp, w.bytes.subspan(segs_at), ud_msg_, synd) ||
+        !sig_gather(dev_, qp, w.index, ud_msg_, synd)) {
         return fail_wqe(qp, w, synd, "bad send WQE");
     }
     Port &port = dev_.port(qp.path.port);

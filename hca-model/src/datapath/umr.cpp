@@ -39,8 +39,8 @@ constexpr size_t kMkeySeg = 64;
 // Errors that complete the UMR with a local QP operation error; the key
 // checks give a local protection error.
 bool malformed(UmrError e) {
-    return e == UmrError::BadMask || e == UmrError::BadPageSize || e == UmrError::XltOffset ||
-           e == UmrError::Budget;
+    return e == UmrError::BadMask || e == UmrError::BadPageSize || e == UmrError::XltOffset || e == UmrError::Budget ||
+           e == UmrError::NoBsf || e == UmrError::BadBsf;
 }
 constexpr uint32_t kMaxXltOctowords = 0xffff;
 
@@ -116,6 +116,25 @@ bool UmrEngine::fetch_xlt(Qp &qp, uint16_t index, std::span<const uint8_t> seg, 
     return true;
 }
 
+// A UMR that enables a signature key's BSF carries it inline after the
+// translation entries; the control segment's xlt_offset is then the BSF's
+// size in octowords (mlx5_wqe_umr_ctrl_seg's bsf_octowords).
+static bool locate_bsf(Device &dev, const Qp &qp, uint16_t index, const UmrCtrlSeg &uc, std::span<const uint8_t> tail,
+                       UmrOp &op) {
+    const size_t at = size_t{uc.xlt_octowords.get()} * 16;
+    const char *why = (uc.flags & UmrOp::kOffsetEn)          ? "with a translation offset"
+                      : !(uc.flags & UmrOp::kInline)         ? "without inline translation entries"
+                      : uc.xlt_offset.get() != kBsfOctwords  ? "of a size other than 4 octowords"
+                      : tail.size() < at + kBsfOctwords * 16 ? "overrunning the WQE"
+                                                             : nullptr;
+    if (why) {
+        dev.guest_error("qpn=0x{:x} UMR WQE 0x{:x}: a BSF {}", qp.qpn, index, why);
+        return false;
+    }
+    op.bsf = tail.subspan(at, kBsfOctwords * 16);
+    return true;
+}
+
 bool UmrEngine::execute(Qp &qp, const SqWqe &w, uint8_t &synd) {
     const std::span<const uint8_t> wqe = w.bytes;
     const size_t base = sizeof(CtrlSeg);
@@ -154,6 +173,10 @@ bool UmrEngine::execute(Qp &qp, const SqWqe &w, uint8_t &synd) {
             op.xlt[i] = load_be64(tail.data() + i * 8);
         }
     } else if (octowords && !fetch_xlt(qp, w.index, tail, op, synd)) {
+        return false;
+    }
+    if ((op.mask & UmrOp::kMaskBsfEn) && ifc::get(op.mkc, ifc::mkc::bsf_en) &&
+        !locate_bsf(dev_, qp, w.index, uc, tail, op)) {
         return false;
     }
     const UmrError e = dev_.mkeys.umr(op, qp.st == kQpRegUmr ? nullptr : &qp.pd);

@@ -52,6 +52,7 @@ enum WqeOpcode : uint8_t {
     kWqeAtomicMaskedFa = 0x15,
     kWqeBindMw = 0x18,
     kWqeConfigCmd = 0x1f,
+    kWqeSetPsv = 0x20,  // datapath/sig_xfer.h
     kWqeUmr = 0x25,
     kWqeTagMatching = 0x28,  // a tag list operation (datapath/tm.h)
 };
@@ -87,8 +88,9 @@ struct SqWqe {
 struct Sge {
     uint32_t lkey;
     uint64_t addr;  // for inline pieces: offset into GatherList::inline_data
-    uint32_t len;
+    uint32_t len;   // a signature key's: the wire bytes (datapath/sig_xfer.h)
     bool inl = false;
+    bool sig = false;  // through a signature key
 };
 
 // Most work requests carry one or two entries: those stay inside the list,
@@ -206,6 +208,27 @@ struct ErrCqe {
     uint8_t op_own;
 };
 static_assert(sizeof(ErrCqe) == 64 && offsetof(ErrCqe, syndrome) == 0x37);
+
+// A block signature error (mlx5_sig_err_cqe; rdma-core's mlx5_sigerr_cqe
+// names sig_type and domain).
+struct SigErrCqe {
+    uint8_t rsvd0[16];
+    be32 expected_trans_sig;
+    be32 actual_trans_sig;
+    be32 expected_reftag;
+    be32 actual_reftag;
+    be16 syndrome;
+    uint8_t sig_type;  // 0: block
+    uint8_t domain;    // 0: wire, 1: memory
+    be32 mkey;
+    be64 err_offset;
+    uint8_t rsvd1[8];
+    be32 qpn;
+    uint8_t rsvd2[2];
+    uint8_t signature;
+    uint8_t op_own;
+};
+static_assert(sizeof(SigErrCqe) == 64 && offsetof(SigErrCqe, mkey) == 0x24 && offsetof(SigErrCqe, qpn) == 0x38);
 
 // CQE opcodes (cq.h).
 enum CqeOpcode : uint8_t {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <span>
 
+#include "ifc/mlx5_ifc_extra.h"
 #include "objects/cq.h"
 #include "objects/devmem.h"
 
@@ -38,6 +39,7 @@ const CapEntry kGeneralCaps[] = {
     GEN(log_max_xrcd, 8, 8, false),
     GEN(log_max_rmp, 16, 16, false),
     GEN(log_max_rq, 16, 16, false),
+    GEN(log_max_sq, 16, 16, false),  // SQ objects of local work (objects/sq.cpp)
     GEN(max_wqe_sz_sq, 1024, 1024, false),
     GEN(max_wqe_sz_rq, 512, 512, false),
     GEN(gid_table_size, 8, 8, false),
@@ -99,6 +101,16 @@ const CapEntry kGeneralCaps[] = {
     GEN(cqe_compression_128, 1, 1, false),
     GEN(mini_cqe_resp_stride_index, 1, 1, false),
     GEN(cqe_compression_max_num, CqTable::kMaxSession, CqTable::kMaxSession, false),
+    // Signature handover (objects/sig.h, datapath/sig_xfer.h): signature
+    // keys with a BSF of T10-DIF (CRC or IP checksum guard) or CRC32 block
+    // signatures of 512, 520, 4096 and 4160 bytes in the memory and wire
+    // domains, PSVs, SET_PSV WQEs and SIGERR CQEs naming their domain.
+    GEN(sho, 1, 1, false),
+    GEN(sigerr_cqe, 1, 1, false),
+    // Signature pipelining: a QP with qpc.drain_sigerr stops after a
+    // signature error and drains to SQD (SQD2RTS resumes it).
+    GEN(drain_sigerr, 1, 1, false),
+    CapEntry{ifc::extra::sigerr_domain_and_sig_type, "sigerr_domain_and_sig_type", 1, 1, false},
     GEN(device_memory, 1, 1, false),                     // the device_mem_cap page (kDevMemCaps)
     GEN(device_frequency_khz, 1000000, 1000000, false),  // internal_timer counts ns
     // On-demand paging: MTT entries carry access bits, a missing one is a

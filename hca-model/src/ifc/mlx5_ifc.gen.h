@@ -2121,6 +2121,41 @@ struct dealloc_memic_out {
     static constexpr Field status{0x0, 8};
     static constexpr Field syndrome{0x20, 32};
 };
+struct create_psv_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field num_psv{0x40, 4};
+    static constexpr Field pd{0x48, 24};
+};
+struct create_psv_out {
+    static constexpr uint32_t size_bits = 0x100;
+    static constexpr uint32_t size_bytes = 0x20;
+    static constexpr uint32_t fixed_bytes = 0x20;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field psv0_index{0x88, 24};
+    static constexpr Field psv1_index{0xa8, 24};
+    static constexpr Field psv2_index{0xc8, 24};
+    static constexpr Field psv3_index{0xe8, 24};
+};
+struct destroy_psv_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field psvn{0x48, 24};
+};
+struct destroy_psv_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
 struct alloc_q_counter_in {
     static constexpr uint32_t size_bits = 0x80;
     static constexpr uint32_t size_bytes = 0x10;
@@ -2475,5 +2510,100 @@ struct tag_matching_topology_context {
     static constexpr Field append_next_index{0x10, 16};
     static constexpr Field sw_phase_cnt{0x20, 16};
     static constexpr Field hw_phase_cnt{0x30, 16};
+};
+struct create_sq_in {
+    static constexpr uint32_t size_bits = 0x880;
+    static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Block ctx{0x100, 1920, 1};
+};
+struct create_sq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Field sqn{0x48, 24};
+};
+struct modify_sq_in {
+    static constexpr uint32_t size_bits = 0x880;
+    static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field sq_state{0x40, 4};
+    static constexpr Field sqn{0x48, 24};
+    static constexpr Field modify_bitmask{0x80, 64};
+    static constexpr Block ctx{0x100, 1920, 1};
+};
+struct modify_sq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct destroy_sq_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field uid{0x10, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field sqn{0x48, 24};
+};
+struct destroy_sq_out {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+};
+struct query_sq_in {
+    static constexpr uint32_t size_bits = 0x80;
+    static constexpr uint32_t size_bytes = 0x10;
+    static constexpr uint32_t fixed_bytes = 0x10;
+    static constexpr Field opcode{0x0, 16};
+    static constexpr Field op_mod{0x30, 16};
+    static constexpr Field sqn{0x48, 24};
+};
+struct query_sq_out {
+    static constexpr uint32_t size_bits = 0x880;
+    static constexpr uint32_t size_bytes = 0x110;
+    static constexpr uint32_t fixed_bytes = 0x110;
+    static constexpr Field status{0x0, 8};
+    static constexpr Field syndrome{0x20, 32};
+    static constexpr Block sq_context{0x100, 1920, 1};
+};
+struct sqc {
+    static constexpr uint32_t size_bits = 0x780;
+    static constexpr uint32_t size_bytes = 0xf0;
+    static constexpr uint32_t fixed_bytes = 0xf0;
+    static constexpr Field rlky{0x0, 1};
+    static constexpr Field cd_master{0x1, 1};
+    static constexpr Field fre{0x2, 1};
+    static constexpr Field flush_in_error_en{0x3, 1};
+    static constexpr Field allow_multi_pkt_send_wqe{0x4, 1};
+    static constexpr Field min_wqe_inline_mode{0x5, 3};
+    static constexpr Field state{0x8, 4};
+    static constexpr Field reg_umr{0xc, 1};
+    static constexpr Field allow_swp{0xd, 1};
+    static constexpr Field hairpin{0xe, 1};
+    static constexpr Field non_wire{0xf, 1};
+    static constexpr Field ts_format{0x1a, 2};
+    static constexpr Field user_index{0x28, 24};
+    static constexpr Field cqn{0x48, 24};
+    static constexpr Field hairpin_peer_rq{0x68, 24};
+    static constexpr Field hairpin_peer_vhca{0x90, 16};
+    static constexpr Field ts_cqe_to_dest_cqn{0xc8, 24};
+    static constexpr Field packet_pacing_rate_limit_index{0xf0, 16};
+    static constexpr Field tis_lst_sz{0x100, 16};
+    static constexpr Field qos_queue_group_id{0x110, 16};
+    static constexpr Field tis_num_0{0x168, 24};
+    static constexpr Block wq{0x180, 1536, 1};
 };
 }  // namespace hca::ifc

@@ -20,4 +20,9 @@ inline constexpr Field qpc_dbr_umem_id{0x720, 32};
 inline constexpr Field mkey_umem_id{0x320, 32};
 inline constexpr Field mkey_umem_offset{0x340, 64};
 
+// cmd_hca_cap: the kernel's reserved_at_480 (rdma-core's mlx5_ifc.h names it):
+// signature errors report their domain and type (libmlx5 offers signature
+// offload only with it and sho).
+inline constexpr Field sigerr_domain_and_sig_type{0x480, 1};
+
 }  // namespace hca::ifc::extra

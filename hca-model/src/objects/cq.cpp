@@ -115,24 +115,17 @@ void CqTable::cmd_create_cq(CmdCtx &c) {
         return;
     }
     // A DEVX CQ has its doorbell record and its buffer in UMEMs.
-    if (c.get(ifc::in(ctx, cqc::dbr_umem_valid)) &&
-        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(ctx, ifc::extra::cqc_dbr_umem_id))), cq.dbr, 8,
-                             "CQ", cq.dbr, cq.pins[0])) {
+    const UmemTable::QueueMemory mem{
+        .dbr_umem = c.get(ifc::in(ctx, cqc::dbr_umem_valid)) != 0,
+        .dbr_umem_id = static_cast<uint32_t>(c.get(ifc::in(ctx, ifc::extra::cqc_dbr_umem_id))),
+        .buf_umem = c.get(ifc::create_cq_in::cq_umem_valid) != 0,
+        .buf_umem_id = static_cast<uint32_t>(c.get(ifc::extra::cq_umem_id)),
+        .buf_umem_offset = c.get(ifc::extra::cq_umem_offset),
+        .pas = c.in_block(ifc::create_cq_in::pas),
+        .log_page_size = cq.log_page_size,
+        .page_offset = cq.page_offset};
+    if (!dev_.umems.queue(c, "CQ", mem, uint64_t{cq.stride} << cq.log_size, cq.dbr, cq.buf, cq.pins)) {
         return;
-    }
-    const uint64_t bytes = uint64_t{cq.stride} << cq.log_size;
-    if (c.get(ifc::create_cq_in::cq_umem_valid)) {
-        if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::extra::cq_umem_id)),
-                               c.get(ifc::extra::cq_umem_offset), bytes, "CQ", cq.buf, cq.pins[1])) {
-            return;
-        }
-    } else {
-        const uint64_t offset_bytes = PageList::offset_bytes(cq.page_offset, cq.log_page_size);
-        const auto pas = c.in_block(ifc::create_cq_in::pas);
-        if (!load_queue_buffer(c, dev_.budget, cq.buf, "CQ", pas, pas.size() / 8, cq.log_page_size, offset_bytes,
-                               bytes)) {
-            return;
-        }
     }
     if (cqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_cq))) {
         c.fail(Status::NoRes, "all CQs are in use");
@@ -589,7 +582,7 @@ bool CqTable::produce(Cq &cq, Cqe64 &cqe) {
     if (std::find(open_.begin(), open_.end(), cq.cqn) == open_.end()) {
         open_.push_back(cq.cqn);
     }
-    dev_.schedule();  // a CQE made outside a device run is written by the next one
+    dev_.schedule_unless_running();  // one made outside a run: the next run writes it
     return true;
 }
 

@@ -50,18 +50,6 @@ std::string access_str(const Qp &q) {
 
 }  // namespace
 
-Qp *QpTable::find_dct(CmdCtx &c, uint32_t dctn) {
-    Qp *d = find(dctn);
-    if (!d || d->st != kQpDct) {
-        c.fail(Status::BadRes, "DCT 0x{:x} does not exist", dctn);
-        return nullptr;
-    }
-    if (!c.may_touch(d->uid, "DCT", dctn)) {
-        return nullptr;
-    }
-    return d;
-}
-
 void QpTable::cmd_create_dct(CmdCtx &c) {
     const auto &caps = dev_.fw.caps();
     if (!caps.gen(ifc::cmd_hca_cap::dct)) {
@@ -88,16 +76,10 @@ void QpTable::cmd_create_dct(CmdCtx &c) {
         c.fail(Status::BadParam, "DCT port {} / mtu {} are not valid", d.path.port, d.mtu);
         return;
     }
-    if (ids_.count() >= (uint64_t{1} << caps.gen(ifc::cmd_hca_cap::log_max_qp))) {
-        c.fail(Status::NoRes, "all QPs are in use");
+    d.qpn = alloc_qpn(c);
+    if (!d.qpn) {
         return;
     }
-    auto dctn = ids_.alloc();
-    if (!dctn) {
-        c.fail(Status::NoRes, "no QP number left");
-        return;
-    }
-    d.qpn = *dctn;
     ++srq->refs;
     ++cq->refs;
     c.set(ifc::create_dct_out::dctn, d.qpn);
@@ -107,7 +89,7 @@ void QpTable::cmd_create_dct(CmdCtx &c) {
 }
 
 void QpTable::cmd_destroy_dct(CmdCtx &c) {
-    Qp *d = find_dct(c, static_cast<uint32_t>(c.get(ifc::destroy_dct_in::dctn)));
+    Qp *d = find_of(c, static_cast<uint32_t>(c.get(ifc::destroy_dct_in::dctn)), kQpDct);
     if (!d) {
         return;
     }
@@ -130,7 +112,7 @@ void QpTable::cmd_destroy_dct(CmdCtx &c) {
 // DESTROY_DCT). A context works on a packet only while the device takes
 // it in, so every connection is done at once.
 void QpTable::cmd_drain_dct(CmdCtx &c) {
-    Qp *d = find_dct(c, static_cast<uint32_t>(c.get(ifc::drain_dct_in::dctn)));
+    Qp *d = find_of(c, static_cast<uint32_t>(c.get(ifc::drain_dct_in::dctn)), kQpDct);
     if (!d) {
         return;
     }
@@ -142,7 +124,7 @@ void QpTable::cmd_drain_dct(CmdCtx &c) {
 }
 
 void QpTable::cmd_query_dct(CmdCtx &c) {
-    Qp *d = find_dct(c, static_cast<uint32_t>(c.get(ifc::query_dct_in::dctn)));
+    Qp *d = find_of(c, static_cast<uint32_t>(c.get(ifc::query_dct_in::dctn)), kQpDct);
     if (!d) {
         return;
     }
@@ -173,7 +155,7 @@ void QpTable::cmd_query_dct(CmdCtx &c) {
 
 // The next access key violation is reported once, as DCT_KEY_VIOLATION.
 void QpTable::cmd_arm_dct(CmdCtx &c) {
-    if (Qp *d = find_dct(c, static_cast<uint32_t>(c.get(ifc::arm_dct_in::dct_number)))) {
+    if (Qp *d = find_of(c, static_cast<uint32_t>(c.get(ifc::arm_dct_in::dct_number)), kQpDct)) {
         d->dc.armed = true;
     }
 }

@@ -160,6 +160,21 @@ bool UmemTable::doorbell(CmdCtx &c, uint32_t id, uint64_t offset, unsigned bytes
     return true;
 }
 
+bool UmemTable::queue(CmdCtx &c, const char *what, const QueueMemory &m, uint64_t bytes, uint64_t &dbr, PageList &buf,
+                      UmemPin (&pins)[2]) {
+    if (m.dbr_umem && !doorbell(c, m.dbr_umem_id, dbr, m.dbr_bytes, what, dbr, pins[0])) {
+        return false;
+    }
+    if (!bytes) {
+        return true;
+    }
+    if (m.buf_umem) {
+        return buffer(c, m.buf_umem_id, m.buf_umem_offset, bytes, what, buf, pins[1]);
+    }
+    return load_queue_buffer(c, dev_.budget, buf, what, m.pas, m.pas.size() / 8, m.log_page_size,
+                             PageList::offset_bytes(m.page_offset, m.log_page_size), bytes);
+}
+
 std::string UmemTable::info() const {
     std::string s = fmt::format("UMEMs: {}\n", umems_.size());
     for (const auto &[id, m] : umems_) {

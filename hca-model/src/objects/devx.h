@@ -62,6 +62,27 @@ class UmemTable {
     // 4: an SRQ's) at offset of UMEM id, aligned to its size.
     bool doorbell(CmdCtx &c, uint32_t id, uint64_t offset, unsigned bytes, const char *what, uint64_t &addr,
                   UmemPin &pin);
+
+    // Where the command that creates a queue puts its doorbell record and
+    // its buffer: in UMEMs (a DEVX object's dbr_umem_valid, *_umem_valid;
+    // the doorbell field is then an offset in its UMEM) or at a guest
+    // address and in the command's page list.
+    struct QueueMemory {
+        bool dbr_umem = false;
+        uint32_t dbr_umem_id = 0;
+        unsigned dbr_bytes = 8;  // 4: an SRQ's
+        bool buf_umem = false;
+        uint32_t buf_umem_id = 0;
+        uint64_t buf_umem_offset = 0;
+        std::span<const uint8_t> pas;  // the page list, when not in a UMEM
+        unsigned log_page_size = 0;
+        uint32_t page_offset = 0;  // PageList::offset_bytes() units
+    };
+    // dbr (the doorbell field in, the record's guest address out) and the
+    // buffer of bytes (none when 0) of the queue what; pins[0] and pins[1]
+    // hold the UMEMs used. False with the command failed.
+    bool queue(CmdCtx &c, const char *what, const QueueMemory &m, uint64_t bytes, uint64_t &dbr, PageList &buf,
+               UmemPin (&pins)[2]);
     std::string info() const;
 
   private:

@@ -25,6 +25,8 @@ const char *xlat_error_name(XlatError e) {
     case XlatError::Depth: return "indirect keys nested too deep";
     case XlatError::PageFault:
         return "page not present (page fault)";
+    case XlatError::Signature:
+        return "signature key where signatures are not carried";
     }
     return "?";
 }
@@ -32,6 +34,7 @@ const char *xlat_error_name(XlatError e) {
 void MkeyTable::reset() {
     dev_.budget.give(mtt_entries_);
     mtt_entries_ = 0;
+    sig_keys_ = 0;
     mkeys_.clear();
     ids_.reset();
 }
@@ -39,6 +42,19 @@ void MkeyTable::reset() {
 const Mkey *MkeyTable::find(uint32_t key) const {
     auto it = mkeys_.find(key >> 8);
     return it == mkeys_.end() || it->second.variant != (key & 0xff) ? nullptr : &it->second;
+}
+
+Mkey *MkeyTable::find(uint32_t key) {
+    auto it = mkeys_.find(key >> 8);
+    return it == mkeys_.end() || it->second.variant != (key & 0xff) ? nullptr : &it->second;
+}
+
+SigState *MkeyTable::sig_of(uint32_t key) {
+    if (sig_keys_ == 0) [[likely]] {  // every SGE asks: no key lookup without signature keys
+        return nullptr;
+    }
+    Mkey *m = find(key);
+    return m ? m->sig.get() : nullptr;
 }
 
 namespace {
@@ -104,6 +120,10 @@ const char *umr_error_name(UmrError e) {
     case UmrError::Budget: return "the device's translation-entry budget is spent";
     case UmrError::BindMr: return "window bind: the memory region is invalid, of another PD, too small or lacks "
                                   "local write";
+    case UmrError::NoBsf:
+        return "BSF or signature error mask bits for a key created without bsf_en";
+    case UmrError::BadBsf:
+        return "BSF the device does not take";
     }
     return "?";
 }
@@ -233,6 +253,41 @@ void MkeyTable::apply_umr(Mkey &m, const UmrOp &op, const XltLoad &load) {
     }
 }
 
+// A UMR's BSF (BSF_EN with bsf_en set in its mkey segment): parsed into
+// out, its PSVs of the key's PD. A key created without bsf_en takes
+// neither BSF nor signature error bits.
+UmrError MkeyTable::load_bsf(const Mkey &m, const UmrOp &op, std::unique_ptr<SigState> &out) const {
+    if (!(op.mask & (UmrOp::kMaskBsfEn | UmrOp::kMaskEnSigerr))) {
+        return UmrError::None;
+    }
+    if (!m.bsf_en) {
+        return UmrError::NoBsf;
+    }
+    if (!(op.mask & UmrOp::kMaskBsfEn) || !ifc::get(op.mkc, mkc::bsf_en)) {
+        if (op.mask & UmrOp::kMaskBsfEn) {
+            HCA_TRACE(dev_, wqe_bsf, .qpn = op.qpn, .key = op.key, .enable = false, .mem = "none", .wire = "none",
+                      .check = 0, .copy = 0, .sbs = false);
+        }
+        return UmrError::None;
+    }
+    out = std::make_unique<SigState>();
+    if (const char *why = parse_bsf(op.bsf, out->cfg)) {
+        dev_.guest_error("UMR on key 0x{:x}: {}", op.key, why);
+        return UmrError::BadBsf;
+    }
+    const SigConfig &c = out->cfg;
+    HCA_TRACE(dev_, wqe_bsf, .qpn = op.qpn, .key = op.key, .enable = true, .mem = c.mem.describe(),
+              .wire = c.wire.describe(), .check = c.check_mask, .copy = c.copy_mask, .sbs = c.sbs);
+    for (const SigDomain *d : {&out->cfg.mem, &out->cfg.wire}) {
+        const Psv *p = d->type == SigType::None ? nullptr : dev_.psvs.find(d->psv);
+        if (d->type != SigType::None && (!p || p->pd != m.pd)) {
+            dev_.guest_error("UMR on key 0x{:x}: BSF names PSV 0x{:x}, not a PSV of PD {}", op.key, d->psv, m.pd);
+            return UmrError::BadBsf;
+        }
+    }
+    return UmrError::None;
+}
+
 UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     auto it = mkeys_.find(op.key >> 8);
     if (it == mkeys_.end()) {
@@ -270,12 +325,27 @@ UmrError MkeyTable::umr(const UmrOp &op, const uint32_t *qp_pd) {
     if (m.mode == MkeyMode::Klm && !bind_ok(m, op)) {
         return UmrError::BindMr;
     }
+    std::unique_ptr<SigState> sig;
+    if (const UmrError e = load_bsf(m, op, sig); e != UmrError::None) {
+        return e;
+    }
     XltLoad load;
     if (const UmrError e = charge_xlt(m, op, load); e != UmrError::None) {
         return e;
     }
     // Checks passed: apply.
     apply_umr(m, op, load);
+    if (op.mask & UmrOp::kMaskBsfEn) {
+        if (m.sig && !sig) {
+            --sig_keys_;
+        } else if (!m.sig && sig) {
+            ++sig_keys_;
+        }
+        m.sig = std::move(sig);  // none when the UMR disables the BSF
+    }
+    if (op.mask & UmrOp::kMaskEnSigerr) {
+        m.sigerr_expected = f(mkc::expected_sigerr_count);
+    }
     HCA_TRACE(dev_, mkey_umr, .key = m.key(), .mask = op.mask, .flags = op.flags, .pd = m.pd, .start = m.start,
               .len = m.len, .length64 = m.length64, .page = m.log_page_size, .xlt = op.xlt.size(),
               .xlt_first = op.xlt_first, .access = access_letters(m.lr, m.lw, m.rr, m.rw, m.a), .free = m.free);
@@ -457,6 +527,12 @@ void MkeyTable::cmd_create_mkey(CmdCtx &c) {
     m.len = c.get(ifc::in(e, mkc::len));
     m.log_page_size = static_cast<uint8_t>(c.get(ifc::in(e, mkc::log_page_size)));
     m.octwords = static_cast<uint32_t>(c.get(ifc::in(e, mkc::translations_octword_size)));
+    m.bsf_en = c.get(ifc::in(e, mkc::bsf_en));
+    if (m.bsf_en && (c.get(ifc::in(e, mkc::bsf_octword_size)) != kBsfOctwords || !m.umr_en)) {
+        c.fail(Status::BadParam, "a signature key (bsf_en) takes a {}-octword BSF through UMRs (bsf_octword_size {}{})",
+               kBsfOctwords, c.get(ifc::in(e, mkc::bsf_octword_size)), m.umr_en ? "" : ", umr_en clear");
+        return;
+    }
 
     if (!dev_.pds.pd_used_by(c, m.pd, "mkey")) {
         return;
@@ -505,6 +581,7 @@ void MkeyTable::cmd_destroy_mkey(CmdCtx &c) {
     HCA_TRACE(dev_, obj_destroy_mkey, .key = it->second.key());
     dev_.budget.give(cost(it->second));
     mtt_entries_ -= cost(it->second);
+    sig_keys_ -= it->second.sig != nullptr;
     mkeys_.erase(it);
     ids_.release(index);
 }

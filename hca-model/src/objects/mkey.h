@@ -8,12 +8,16 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "be.h"
 #include "objects/devx.h"
+#include "objects/dma_chunk.h"
 #include "objects/ids.h"
+#include "objects/sig.h"
 #include "objects/xlt_table.h"
 
 namespace hca {
@@ -58,6 +62,9 @@ static_assert(sizeof(KlmSeg) == 16);
 
 inline constexpr uint32_t kAnyQpn = 0xffffff;
 
+// A signature key's BSF: 64 bytes (struct mlx5_bsf, MLX5_MKEY_BSF_OCTO_SIZE).
+inline constexpr uint32_t kBsfOctwords = 4;
+
 // A KLM list whose first entry names this "key" is a repeated block
 // (mlx5_wqe_umr_repeat_block_seg: byte_count, op 0x400, repeat_count,
 // num_ent), its entries strided (mlx5_wqe_umr_repeat_ent_seg: stride,
@@ -95,16 +102,18 @@ struct Mkey {
     // KLM and KSM modes: the entries (a KSM entry has no byte count; one
     // never loaded names the null mkey).
     XltTable<Klm> klm;
+    // A signature key (created with bsf_en): its BSF once a UMR enabled it
+    // (objects/sig.h), and its signature error arming: a block that fails
+    // its check is reported (a SIGERR CQE) while the count of reported
+    // errors and expected_sigerr_count (set by a UMR) differ in parity.
+    bool bsf_en = false;
+    std::unique_ptr<SigState> sig;
+    bool sigerr_expected = false;
+    uint32_t sigerr_count = 0;
 
     uint32_t key() const { return index << 8 | variant; }
     // The page address of MTT entry i, without its access bits.
     uint64_t page(size_t i) const { return mtt[i] & ~uint64_t{7}; }
-};
-
-// One physically contiguous piece of a translated range.
-struct DmaChunk {
-    uint64_t addr;
-    uint32_t len;
 };
 
 // Access rights as the trace writes them: "rwRWA", a "-" for each missing.
@@ -114,7 +123,21 @@ inline std::string access_letters(bool lr, bool lw, bool rr, bool rw, bool a) {
 
 // PageFault: a page of an MTT key is not present for the access (its entry
 // lacks the read or write bit); the caller raises a page fault (odp.h).
-enum class XlatError : uint8_t { None, BadKey, Free, BadPd, BoundQp, Bounds, Access, NoTranslation, Depth, PageFault };
+// Signature: a signature key with its BSF enabled where the path does not
+// carry signatures (datapath/sig_xfer.h lists the paths that do).
+enum class XlatError : uint8_t {
+    None,
+    BadKey,
+    Free,
+    BadPd,
+    BoundQp,
+    Bounds,
+    Access,
+    NoTranslation,
+    Depth,
+    PageFault,
+    Signature
+};
 const char *xlat_error_name(XlatError e);
 
 // A user-mode memory registration (UMR WQE, include/linux/mlx5/qp.h
@@ -150,7 +173,8 @@ struct UmrOp {
     static constexpr uint64_t kMaskRoRead = 1ull << 47;
     static constexpr uint64_t kMaskSupported = kMaskLen | kMaskPageSize | kMaskStartAddr | kMaskPd | kMaskEnRinval |
                                                kMaskKey | kMaskQpn | kMaskLr | kMaskLw | kMaskRr | kMaskRw | kMaskA |
-                                               kMaskSmallFence | kMaskRoWrite | kMaskFree | kMaskRoRead;
+                                               kMaskSmallFence | kMaskRoWrite | kMaskFree | kMaskRoRead |
+                                               kMaskEnSigerr | kMaskBsfEn;
 
     uint32_t key = 0;       // ctrl imm: the key to modify
     uint32_t qpn = kAnyQpn;  // the issuing QP (kCheckQpn)
@@ -160,12 +184,30 @@ struct UmrOp {
     uint64_t xlt_first = 0;           // first translation entry to load
     bool xlt_offset_high = false;     // xlt_offset_47_16 set (needs umr_extended_translation_offset)
     std::vector<uint64_t> xlt;        // entries (big-endian decoded)
+    std::span<const uint8_t> bsf;     // the BSF after the entries (BSF_EN with bsf_en set)
 };
 
 // Why a UMR failed; the WQE completes in error with kSyndLocalProt for the
 // key checks and kSyndLocalQpOp for malformed requests.
-enum class UmrError : uint8_t { None, NoKey, NotUmrEnabled, Variant, IsFree, NotFree, BadPd, OtherQp, BadMask,
-                                BadPageSize, XltTooLong, XltNoMtt, XltOffset, Budget, BindMr };
+enum class UmrError : uint8_t {
+    None,
+    NoKey,
+    NotUmrEnabled,
+    Variant,
+    IsFree,
+    NotFree,
+    BadPd,
+    OtherQp,
+    BadMask,
+    BadPageSize,
+    XltTooLong,
+    XltNoMtt,
+    XltOffset,
+    Budget,
+    BindMr,
+    NoBsf,
+    BadBsf
+};
 const char *umr_error_name(UmrError e);
 
 class MkeyTable {
@@ -175,8 +217,13 @@ class MkeyTable {
     explicit MkeyTable(Device &dev) : dev_(dev) {}
     void reset();
     size_t count() const { return mkeys_.size(); }
+    size_t sig_keys() const { return sig_keys_; }  // keys with their BSF enabled
     uint64_t mtt_entries() const { return mtt_entries_; }
     const Mkey *find(uint32_t key) const;
+    Mkey *find(uint32_t key);
+    // The key's signature state if it is a signature key with its BSF
+    // enabled, else nullptr.
+    SigState *sig_of(uint32_t key);
 
     // Translates [va, va+len) of key for an object of protection domain pd
     // (and, for a remote access, the responder QP qpn: a type 2 window
@@ -184,6 +231,11 @@ class MkeyTable {
     // (merging adjacent ones).
     XlatError translate(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                         std::vector<DmaChunk> &out, uint32_t qpn = kAnyQpn) const;
+
+    // translate() of a signature key's own layout (the memory domain's
+    // bytes), which translate() refuses.
+    XlatError translate_layout(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                               std::vector<DmaChunk> &out) const;
 
     // Remote invalidation (SEND with Invalidate, arriving on QP qpn): the
     // key becomes free (IBA 10.6.5); a type 2 window only from its QP.
@@ -208,6 +260,7 @@ class MkeyTable {
         std::vector<Klm> klm;
     };
     UmrError charge_xlt(Mkey &m, const UmrOp &op, XltLoad &load);
+    UmrError load_bsf(const Mkey &m, const UmrOp &op, std::unique_ptr<SigState> &out) const;
     // A window bind's checks of the keys its KLM entries name (IBA
     // 10.6.7.2: same PD, valid, the range inside, local write under remote
     // write or atomic access).
@@ -231,11 +284,14 @@ class MkeyTable {
                             std::vector<DmaChunk> &out, int depth) const;
     XlatError translate_in(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                            std::vector<DmaChunk> &out, int depth) const;
+    XlatError translate_key(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                            std::vector<DmaChunk> &out, int depth) const;
 
     Device &dev_;
     IdAllocator ids_{kFirstIndex, 1u << 24};
     std::map<uint32_t, Mkey> mkeys_;  // by index
     uint64_t mtt_entries_ = 0;        // of all keys, charged to the device's budget
+    size_t sig_keys_ = 0;             // keys with a BSF: none, and sig_of() is free
 };
 
 }  // namespace hca

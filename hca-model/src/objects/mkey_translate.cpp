@@ -59,8 +59,21 @@ void append_chunk(std::vector<DmaChunk> &out, uint64_t addr, uint64_t n) {
 
 }  // namespace
 
+XlatError MkeyTable::translate_layout(const Mkey &m, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                                      std::vector<DmaChunk> &out) const {
+    return translate_key(m, pd, va, len, access, out, 0);
+}
+
 XlatError MkeyTable::translate_in(const Mkey &key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
                                   std::vector<DmaChunk> &out, int depth) const {
+    if (key.sig) {
+        return XlatError::Signature;
+    }
+    return translate_key(key, pd, va, len, access, out, depth);
+}
+
+XlatError MkeyTable::translate_key(const Mkey &key, uint32_t pd, uint64_t va, uint64_t len, uint8_t access,
+                                   std::vector<DmaChunk> &out, int depth) const {
     const Mkey *m = &key;
     if (m->free) {
         return XlatError::Free;

@@ -62,6 +62,8 @@ const char *qp_type_name(uint8_t st) {
         return "DCT";
     case kQpDcContext:
         return "DC_CONTEXT";
+    case kQpSq:
+        return "SQ";
     case kQpQp0: return "QP0";
     case kQpQp1: return "QP1";
     case kQpRegUmr: return "REG_UMR";
@@ -99,7 +101,17 @@ Qp *QpTable::find(uint32_t qpn) {
 
 Qp *QpTable::find_qp(uint32_t qpn) {
     Qp *qp = find(qpn);
-    return qp && qp->st != kQpDct ? qp : nullptr;  // a DCT has its own commands
+    return qp && qp->st != kQpDct && qp->st != kQpSq ? qp : nullptr;  // DCTs and SQs have their own commands
+}
+
+Qp *QpTable::find_of(CmdCtx &c, uint32_t n, uint8_t st) {
+    Qp *q = find(n);
+    const char *kind = qp_type_name(st);
+    if (!q || q->st != st) {
+        c.fail(Status::BadRes, "{} 0x{:x} does not exist", kind, n);
+        return nullptr;
+    }
+    return c.may_touch(q->uid, kind, n) ? q : nullptr;
 }
 
 Qp *QpTable::special_qp(uint8_t st) {
@@ -215,40 +227,26 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
     if (!create_qp_valid(c, qp) || !create_qp_links(c, qp, srq, snd, rcv)) {
         return;
     }
-    const auto &caps = dev_.fw.caps();
     const uint64_t rq_bytes = uint64_t{qp.rq_wqes()} * qp.rq_stride;
     const uint64_t bytes = rq_bytes + uint64_t{qp.sq_wqebbs()} * kWqeBb;
     qp.sq_offset = rq_bytes;
     // A DEVX QP has its doorbell record and its buffer in UMEMs.
-    if (c.get(ifc::in(ifc::create_qp_in::qpc, qpc::dbr_umem_valid)) &&
-        !dev_.umems.doorbell(c,
-                             static_cast<uint32_t>(c.get(ifc::in(ifc::create_qp_in::qpc, ifc::extra::qpc_dbr_umem_id))),
-                             qp.dbr, 8, "QP", qp.dbr, qp.pins[0])) {
+    const UmemTable::QueueMemory mem{
+        .dbr_umem = c.get(ifc::in(ifc::create_qp_in::qpc, qpc::dbr_umem_valid)) != 0,
+        .dbr_umem_id = static_cast<uint32_t>(c.get(ifc::in(ifc::create_qp_in::qpc, ifc::extra::qpc_dbr_umem_id))),
+        .buf_umem = c.get(ifc::create_qp_in::wq_umem_valid) != 0,
+        .buf_umem_id = static_cast<uint32_t>(c.get(ifc::create_qp_in::wq_umem_id)),
+        .buf_umem_offset = c.get(ifc::create_qp_in::wq_umem_offset),
+        .pas = c.in_block(ifc::create_qp_in::pas),
+        .log_page_size = qp.log_page_size,
+        .page_offset = qp.page_offset};
+    if (!dev_.umems.queue(c, "QP", mem, bytes, qp.dbr, qp.buf, qp.pins)) {
         return;
     }
-    if (bytes && c.get(ifc::create_qp_in::wq_umem_valid)) {
-        if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::create_qp_in::wq_umem_id)),
-                               c.get(ifc::create_qp_in::wq_umem_offset), bytes, "QP", qp.buf, qp.pins[1])) {
-            return;
-        }
-    } else if (bytes) {
-        const uint64_t offset_bytes = PageList::offset_bytes(qp.page_offset, qp.log_page_size);
-        const auto pas = c.in_block(ifc::create_qp_in::pas);
-        if (!load_queue_buffer(c, dev_.budget, qp.buf, "QP", pas, pas.size() / 8, qp.log_page_size, offset_bytes,
-                               bytes)) {
-            return;
-        }
-    }
-    if (ids_.count() >= (uint64_t{1} << caps.gen(ifc::cmd_hca_cap::log_max_qp))) {
-        c.fail(Status::NoRes, "all QPs are in use");
+    qp.qpn = alloc_qpn(c);
+    if (!qp.qpn) {
         return;
     }
-    auto qpn = ids_.alloc();
-    if (!qpn) {
-        c.fail(Status::NoRes, "no QP number left");
-        return;
-    }
-    qp.qpn = *qpn;
     if (snd) {
         ++snd->refs;
     }
@@ -264,6 +262,19 @@ void QpTable::cmd_create_qp(CmdCtx &c) {
               .cqn_snd = qp.cqn_snd, .cqn_rcv = qp.cqn_rcv, .uar = qp.uar, .dbr = qp.dbr, .pages = qp.buf.npages(),
               .uid = qp.uid);
     qps_.emplace(qp.qpn, std::move(qp));
+}
+
+uint32_t QpTable::alloc_qpn(CmdCtx &c) {
+    if (ids_.count() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_qp))) {
+        c.fail(Status::NoRes, "all QPs are in use (DCTs and SQs count)");
+        return 0;
+    }
+    auto qpn = ids_.alloc();
+    if (!qpn) {
+        c.fail(Status::NoRes, "no QP number left");
+        return 0;
+    }
+    return *qpn;
 }
 
 void QpTable::release(Qp &qp) {
@@ -417,6 +428,17 @@ void QpTable::to_sq_error(Qp &qp, const char *why) {
               .to = qp_state_name(QpState::Sqer), .reason = why);
     dev_.odp.forget_requester(qp);
     flush_sq(qp);
+}
+
+void QpTable::sigerr_drain_done(Qp &qp) {
+    if (!qp.sigerr_draining || qp.state != QpState::Rts || (qp.connected() && !qp.rc.pending.empty())) {
+        return;
+    }
+    qp.sigerr_draining = false;
+    qp.state = QpState::Sqd;
+    HCA_TRACE(dev_, qp_error, .qpn = qp.qpn, .type = qp_type_name(qp.st), .from = qp_state_name(QpState::Rts),
+              .to = qp_state_name(QpState::Sqd), .reason = "send queue drained after a signature error");
+    dev_.eqs.post_event(kEventSqDrained, 0, EqeData::qp(qp.qpn));
 }
 
 void QpTable::arm_flush_timer(Qp &qp) {

@@ -70,7 +70,13 @@ enum QpType : uint8_t {
     // The model's own: a DCT's responder context for one initiator (never
     // in a qpc; see DcState).
     kQpDcContext = 0xf0,
+    // An SQ object (CREATE_SQ, objects/sq.cpp): a send queue of local
+    // work only; its number is from the QPN space.
+    kQpSq = 0xf1,
 };
+// An SQ object's states (sqc.state, MLX5_SQC_STATE_*).
+enum SqState : uint8_t { kSqRst = 0, kSqRdy = 1, kSqErr = 3 };
+
 const char *qp_type_name(uint8_t st);
 
 // qpc.state (qp.h MLX5_QP_STATE_*)
@@ -180,7 +186,12 @@ struct Qp {
     uint8_t offload_mode = 0;
     bool ipoib_offload = false;
     uint8_t counter_set = 0;   // the Q counter set it counts into (0: none)
+    // qpc.drain_sigerr (signature pipelining, INIT2INIT): a signature error
+    // in a WQE's gather stops the send queue after it; once the messages
+    // under way complete the QP is in SQD (SQ_DRAINED event) until SQD2RTS.
+    bool drain_sigerr = false;
     // Engine state.
+    bool sigerr_draining = false;  // drain_sigerr: the send queue stops
     uint16_t sq_ci = 0;      // WQEBBs consumed
     uint16_t rq_ci = 0;      // RQ WQEs consumed
     uint16_t rq_flushed = 0; // RQ WQEs flushed in the error state
@@ -255,6 +266,11 @@ class QpTable {
     void cmd_drain_dct(CmdCtx &c);
     void cmd_query_dct(CmdCtx &c);
     void cmd_arm_dct(CmdCtx &c);
+    // SQ objects (objects/sq.cpp).
+    void cmd_create_sq(CmdCtx &c);
+    void cmd_modify_sq(CmdCtx &c);
+    void cmd_query_sq(CmdCtx &c);
+    void cmd_destroy_sq(CmdCtx &c);
     // A DC request for a DCT: the responder context of its initiator (made,
     // or started over by a connect), or nullptr if the packet is dropped.
     Qp *dc_context(Qp &dct, const Packet &pkt, const iba::PacketView &v);
@@ -270,6 +286,10 @@ class QpTable {
     void to_error(Qp &qp, const char *why);
     // SQ error (UD-like QPs): the send queue flushes, receives go on.
     void to_sq_error(Qp &qp, const char *why);
+    // A drain a signature error began (Qp::sigerr_draining) ends once
+    // nothing the send queue started is outstanding: the QP is in SQD and
+    // its owner gets SQ_DRAINED.
+    void sigerr_drain_done(Qp &qp);
     // Flush CQEs for the send WQEs of a QP in error (also for WQEs posted
     // while it is).
     void flush_sq(Qp &qp);
@@ -293,9 +313,14 @@ class QpTable {
     void entered(Qp &qp, QpState old);
     bool create_qp_valid(CmdCtx &c, const Qp &qp);
     bool create_qp_links(CmdCtx &c, const Qp &qp, Srq *&srq, Cq *&snd, Cq *&rcv);
+    // A number of the QPN space (QPs, DCTs, SQs) within log_max_qp, or 0
+    // with the command failed.
+    uint32_t alloc_qpn(CmdCtx &c);
     void release(Qp &qp);
     void rc_reset(Qp &qp);
-    Qp *find_dct(CmdCtx &c, uint32_t dctn);
+    // An object of the QPN space of type st (kQpDct, kQpSq) that c's
+    // context may touch, or nullptr with the command failed.
+    Qp *find_of(CmdCtx &c, uint32_t n, uint8_t st);
     Qp *new_dc_context(Qp &dct, uint64_t initiator);
     void start_dc_context(Qp &dct, Qp &ctx, const iba::PacketView &v, uint32_t dci);
     void drop_dc_contexts(Qp &dct);

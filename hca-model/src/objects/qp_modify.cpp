@@ -48,6 +48,7 @@ enum : uint32_t {
     kOptSraMax = 1u << 8,
     kOptRraMax = 1u << 9,
     kOptPmState = 1u << 10,
+    kOptDrainSigerr = 1u << 11,  // INIT2INIT only (MLX5_QPC_OPT_MASK_INIT2INIT_DRAIN_SIGERR)
     kOptRetryCount = 1u << 12,
     kOptRnrRetry = 1u << 13,
     kOptAckTimeout = 1u << 14,
@@ -124,6 +125,10 @@ class ModifyIn {
         if (rst ? qp.ud_like() : (opt_ & kOptQkey)) qkey(qp);
         if (rst ? qp.connected() : (opt_ & (kOptRre | kOptRwe | kOptRae))) access(qp);
         if (rst || (opt_ & kOptCounterSetId)) counter_set(qp);
+        if (!rst && (opt_ & kOptDrainSigerr)) {
+            qp.drain_sigerr = f(qpc::drain_sigerr);
+            note(fmt::format("drain_sigerr={}", qp.drain_sigerr));
+        }
     }
 
     void init2rtr(Qp &qp) {
@@ -288,6 +293,8 @@ void QpTable::entered(Qp &qp, QpState old) {
             qp.flush_timer = 0;
         }
         qp.sq_ci = 0;
+        qp.sigerr_draining = false;
+        qp.drain_sigerr = false;
         qp.bf_wqes.clear();
         qp.rq_ci = 0;
         qp.rq_flushed = 0;

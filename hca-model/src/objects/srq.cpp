@@ -93,23 +93,17 @@ bool SrqTable::finish_create(CmdCtx &c, Srq &s, std::span<const uint8_t> pas, if
         c.fail(Status::BadParam, "SRQ doorbell record 0x{:x} is not aligned", s.dbr);
         return false;
     }
-    const uint64_t bytes = uint64_t{s.stride} << s.log_size;
-    if (wq && c.get(ifc::in(*wq, ifc::wq::dbr_umem_valid)) &&
-        !dev_.umems.doorbell(c, static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::dbr_umem_id))), s.dbr, 4, "SRQ",
-                             s.dbr, s.pins[0])) {
-        return false;
+    UmemTable::QueueMemory mem{
+        .dbr_bytes = 4, .pas = pas, .log_page_size = s.log_page_size, .page_offset = s.page_offset};
+    if (wq) {
+        mem.dbr_umem = c.get(ifc::in(*wq, ifc::wq::dbr_umem_valid));
+        mem.dbr_umem_id = static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::dbr_umem_id)));
+        mem.buf_umem = c.get(ifc::in(*wq, ifc::wq::wq_umem_valid));
+        mem.buf_umem_id = static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::wq_umem_id)));
+        mem.buf_umem_offset = c.get(ifc::in(*wq, ifc::wq::wq_umem_offset));
     }
-    if (wq && c.get(ifc::in(*wq, ifc::wq::wq_umem_valid))) {
-        if (!dev_.umems.buffer(c, static_cast<uint32_t>(c.get(ifc::in(*wq, ifc::wq::wq_umem_id))),
-                               c.get(ifc::in(*wq, ifc::wq::wq_umem_offset)), bytes, "SRQ", s.buf, s.pins[1])) {
-            return false;
-        }
-    } else {
-        const uint64_t offset_bytes = PageList::offset_bytes(s.page_offset, s.log_page_size);
-        if (!load_queue_buffer(c, dev_.budget, s.buf, "SRQ", pas, pas.size() / 8, s.log_page_size, offset_bytes,
-                               bytes)) {
-            return false;
-        }
+    if (!dev_.umems.queue(c, "SRQ", mem, uint64_t{s.stride} << s.log_size, s.dbr, s.buf, s.pins)) {
+        return false;
     }
     auto srqn = ids_.alloc();
     if (!srqn || srqs_.size() >= (uint64_t{1} << dev_.fw.caps().gen(ifc::cmd_hca_cap::log_max_srq))) {
