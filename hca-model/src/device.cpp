@@ -335,7 +335,24 @@ void Device::mmio_write(uint64_t offset, const uint8_t *data, unsigned size) {
     }
     doorbells_.push_back(db);
     ++counters.doorbells;
-    schedule();
+    // Under TCG every 8 bytes of a BlueFlame copy is a separate MMIO
+    // write; a bottom half for each ran the device up to eight times for
+    // one post. One write of a copy asks for a run: its head (which rings;
+    // or the second 32-bit half of a split head), or, on a bfreg whose
+    // doorbells come with copies, the write that completes the copy (a run
+    // between the head and the rest would only wait for the rest).
+    bool ask = true;
+    if (db.offset >= UarTable::kBfRegion) {
+        const uint32_t in_buf = (db.offset - UarTable::kBfRegion) % SendQueue::kBfBufSize;
+        if (in_buf >= 8) {
+            ask = qps.sq().completes_copy(page, db.offset, db.size);
+        } else if (in_buf == 0 && size == 8) {
+            ask = !qps.sq().defer_head(page, db.offset, data);
+        }
+    }
+    if (ask) {
+        schedule();
+    }
 }
 
 // What a doorbell does is small and bounded (record a producer index,
@@ -356,8 +373,14 @@ void Device::run() {
     if (fatal_) {
         return;
     }
-    // Commands first: a doorbell may refer to an object a command creates
-    // only if the driver waited for that command, so order is preserved.
+    const Running running(running_);
+    // The doorbells queued so far, then the commands. A doorbell that names
+    // an object a command creates or changes was rung after the driver saw
+    // that command complete, so it is not queued yet; one rung before a
+    // command destroys its object (mlx5_core's write-combining test
+    // destroys its SQ once the first CQE is in, NOPs still queued) is
+    // taken in while the object exists, as the MMIO order has it.
+    ring_queued_doorbells();
     if (cmdif.pending()) {
         cmdif.process();
     }

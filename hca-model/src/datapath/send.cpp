@@ -16,14 +16,28 @@ namespace hca {
 
 void SendQueue::reset() {
     bf_.clear();
-    bf_last_half_.clear();
+    bfregs_.clear();
+    for (const auto &[qpn, wait] : waits_) {
+        dev_.cancel_timer(wait.timer);
+    }
+    waits_.clear();
+    deferred_heads_.clear();
+    overdue_heads_.clear();
+    deferred_timer_ = false;  // the device's reset drops its timers
     pending_.clear();
     pending_half_.valid = false;
 }
 
 void SendQueue::forget_uar(uint32_t uar) {
+    for (auto &[key, cap] : bf_) {
+        if (key >> 4 == uar) {
+            abandon(cap);
+        }
+    }
     std::erase_if(bf_, [uar](const auto &kv) { return kv.first >> 4 == uar; });
-    std::erase_if(bf_last_half_, [uar](const auto &kv) { return kv.first >> 3 == uar; });
+    std::erase_if(bfregs_, [uar](const auto &kv) { return kv.first >> 3 == uar; });
+    std::erase_if(deferred_heads_, [uar](const auto &kv) { return kv.first >> 4 == uar; });
+    std::erase_if(overdue_heads_, [uar](uint32_t key) { return key >> 4 == uar; });
 }
 
 // Writes at UAR +0x800.. (hw/mlx5 mlx5r_ring_db(), libmlx5 post_send_db()
@@ -33,7 +47,10 @@ void SendQueue::forget_uar(uint32_t uar) {
 // half-buffer carry the rest of that WQE (BlueFlame); once ds*16 bytes have
 // arrived the WQE is executed from them instead of being fetched. Writes
 // are only recorded here; the send queues run once the batch of doorbells
-// has been taken in (process_pending()).
+// has been taken in (process_pending()). Under QEMU each 8 bytes of a copy
+// is an MMIO write of its own and the device may run between them: a send
+// queue that reaches a WQE whose copy is under way waits for the rest
+// (await_copy()) if its bfreg carries copies.
 void SendQueue::doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size) {
     const uint32_t rel = offset - UarTable::kBfRegion;
     const uint32_t in_buf = rel % kBfBufSize;
@@ -59,7 +76,7 @@ void SendQueue::doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, uns
         dev_.guest_error("write of {} bytes at UAR {} +0x{:x}: not the continuation of a BlueFlame write", size, uar,
                          offset);
         if (it != bf_.end()) {
-            it->second.active = false;
+            abandon(it->second);
         }
         return;
     }
@@ -86,8 +103,137 @@ void SendQueue::doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, uns
                                  buf_key & 1, (buf_key >> 1) & 7, uar);
             }
         }
+        judge(buf_key, BfUse::Copies);
+        end_wait(cap.qpn, cap.index, "the BlueFlame copy is whole");
         // Keep got past expected so the rest of the chunk is swallowed.
     }
+}
+
+void SendQueue::judge(uint32_t buf_key, BfUse use) {
+    if (auto reg = bfregs_.find(buf_key >> 1); reg != bfregs_.end()) {
+        reg->second.use = use;
+    }
+}
+
+void SendQueue::abandon(BfCapture &cap) {
+    if (cap.active && cap.got < cap.expected) {
+        end_wait(cap.qpn, cap.index, "the BlueFlame copy was not completed: the WQE is fetched from memory");
+    }
+    cap.active = false;
+}
+
+void SendQueue::end_wait(uint32_t qpn, uint16_t index, const char *why) {
+    Qp *qp = qps_.find(qpn);
+    if (!qp || !qp->bf_copy_valid || qp->bf_copy != index) {
+        return;
+    }
+    qp->bf_copy_valid = false;
+    auto it = waits_.find(qpn);
+    if (it == waits_.end()) {
+        return;  // the send queue had not reached the WQE
+    }
+    dev_.cancel_timer(it->second.timer);
+    waits_.erase(it);
+    HCA_TRACE(dev_, wqe_blueflame, .qpn = qpn, .index = index, .reason = why);
+    defer(*qp);
+}
+
+void SendQueue::await_copy(Qp &qp, uint16_t index) {
+    if (waits_.contains(qp.qpn)) {
+        return;
+    }
+    HCA_TRACE(dev_, wqe_blueflame, .qpn = qp.qpn, .index = index,
+              .reason = "waiting for the rest of the BlueFlame copy");
+    const uint32_t qpn = qp.qpn;
+    CopyWait wait;
+    for (const auto &[key, cap] : bf_) {
+        if (cap.active && cap.qpn == qpn && cap.index == index) {
+            wait.buf_key = key;
+            wait.end = cap.expected;
+        }
+    }
+    wait.timer = dev_.add_timer(kCopyWaitNs, [this, qpn, index] { copy_overdue(qpn, index); });
+    waits_.emplace(qpn, wait);
+}
+
+bool SendQueue::defer_head(uint32_t uar, uint32_t offset, const uint8_t *data) {
+    const uint32_t rel = offset - UarTable::kBfRegion;
+    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
+    const uint32_t ds = data[7] & 0x3f;  // qpn_ds, big-endian
+    auto reg = bfregs_.find(buf_key >> 1);
+    if (reg == bfregs_.end() || reg->second.use != BfUse::Copies || !ds || ds * 16 > kBfBufSize ||
+        !dev_.fw.caps().gen(ifc::cmd_hca_cap::bf)) {
+        return false;
+    }
+    deferred_heads_[buf_key] = {.end = ds * 16, .deadline = dev_.now() + kCopyWaitNs};
+    if (!deferred_timer_) {
+        deferred_timer_ = true;
+        dev_.add_timer(kCopyWaitNs, [this] { deferred_heads_due(); });
+    }
+    return true;
+}
+
+void SendQueue::deferred_heads_due() {
+    deferred_timer_ = false;
+    const int64_t now = dev_.now();
+    int64_t next = -1;
+    for (auto it = deferred_heads_.begin(); it != deferred_heads_.end();) {
+        if (it->second.deadline <= now) {
+            overdue_heads_.insert(it->first);
+            judge(it->first, BfUse::Plain);
+            it = deferred_heads_.erase(it);
+        } else {
+            next = next < 0 ? it->second.deadline : std::min(next, it->second.deadline);
+            ++it;
+        }
+    }
+    if (!overdue_heads_.empty()) {
+        dev_.schedule();
+    }
+    if (next >= 0) {
+        deferred_timer_ = true;
+        dev_.add_timer(next - now, [this] { deferred_heads_due(); });
+    }
+}
+
+bool SendQueue::completes_copy(uint32_t uar, uint32_t offset, unsigned size) {
+    if (waits_.empty() && deferred_heads_.empty()) {
+        return false;
+    }
+    const uint32_t rel = offset - UarTable::kBfRegion;
+    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
+    const uint32_t reached = rel % kBfBufSize + size;
+    auto head = deferred_heads_.find(buf_key);
+    if (head != deferred_heads_.end() && reached >= head->second.end) {
+        deferred_heads_.erase(head);
+        return true;
+    }
+    for (const auto &[qpn, wait] : waits_) {
+        if (wait.buf_key == buf_key && reached >= wait.end) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void SendQueue::copy_overdue(uint32_t qpn, uint16_t index) {
+    for (auto &[key, cap] : bf_) {
+        if (cap.active && cap.qpn == qpn && cap.index == index && cap.got < cap.expected) {
+            cap.active = false;
+            judge(key, BfUse::Plain);
+        }
+    }
+    waits_.erase(qpn);  // its timer is the one that fired
+    Qp *qp = qps_.find(qpn);
+    if (!qp) {
+        return;
+    }
+    if (qp->bf_copy_valid && qp->bf_copy == index) {
+        qp->bf_copy_valid = false;
+        HCA_TRACE(dev_, wqe_blueflame, .qpn = qpn, .index = index,
+                  .reason = "the rest of the BlueFlame copy did not come in time: the WQE is fetched from memory");
+    }
+    defer(*qp);  // (a QP of that number made since then may wait too: it runs and waits anew)
 }
 
 void SendQueue::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds) {
@@ -97,13 +243,29 @@ void SendQueue::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, u
     Qp *qp = qps_.find(qpn);
     HCA_TRACE(dev_, uar_sq_doorbell, .uar = uar, .offset = offset, .qpn = qpn, .wqe_index = index,
               .opcode = wqe_opcode_name(head & 0xff), .ds = ds);
-    BfCapture &cap = bf_[buf_key];
-    cap.active = false;
-    {
-        auto [it, fresh] = bf_last_half_.try_emplace(buf_key >> 1, static_cast<uint8_t>(buf_key & 1));
-        cap.prev_half = fresh ? -1 : static_cast<int8_t>(it->second);
-        it->second = static_cast<uint8_t>(buf_key & 1);
+    // A head whose run came from the deferred heads' timer: its copy did
+    // not come in time, so the send queue does not wait for it.
+    const bool overdue = overdue_heads_.erase(buf_key) != 0;
+    auto [reg, fresh] = bfregs_.try_emplace(buf_key >> 1);
+    int8_t prev_half = -1;
+    if (!fresh) {
+        // The bfreg's previous doorbell: its copy, if it had one, is over
+        // (the driver finishes a copy before it rings again).
+        prev_half = static_cast<int8_t>(reg->second.last_half);
+        auto prev = bf_.find((buf_key & ~1u) | reg->second.last_half);
+        if (prev != bf_.end() && prev->second.possible) {
+            reg->second.use = prev->second.got > 8 ? BfUse::Copies : BfUse::Plain;
+            abandon(prev->second);
+        }
     }
+    if (overdue) {
+        reg->second.use = BfUse::Plain;  // newer news than the doorbell before
+    }
+    reg->second.last_half = static_cast<uint8_t>(buf_key & 1);
+    BfCapture &cap = bf_[buf_key];
+    abandon(cap);
+    cap.possible = false;
+    cap.prev_half = prev_half;
     if (!qp) {
         dev_.guest_error("SQ doorbell for QP 0x{:x} that does not exist (uar={} +0x{:x})", qpn, uar, offset);
         return;
@@ -126,12 +288,15 @@ void SendQueue::doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, u
     if (dev_.fw.caps().gen(ifc::cmd_hca_cap::bf) && ds && ds * 16 <= kBfBufSize) {
         // May be the start of a BlueFlame copy of this WQE.
         cap.active = true;
+        cap.possible = true;
         cap.qpn = qpn;
         cap.index = index;
         cap.expected = ds * 16;
         cap.got = 8;
         store_be32(cap.bytes.data(), head);
         store_be32(cap.bytes.data() + 4, qpn_ds);
+        qp->bf_copy = index;
+        qp->bf_copy_valid = reg->second.use == BfUse::Copies && !overdue;
     }
     if (!qp->sq_pending) {
         qp->sq_pending = true;
@@ -291,6 +456,10 @@ void SendQueue::process(Qp &qp) {
             return;
         }
         const uint16_t index = qp.sq_ci;
+        if (qp.bf_copy_valid && qp.bf_copy == index) {
+            await_copy(qp, index);
+            return;
+        }
         uint32_t ds = 0, bbs = 0;
         Fetch fetched = fetch_wqe(qp, index, pi, ds, bbs);
         if (const Fault *f = fetched == Fetch::Ok ? dev_.faults.hit(FaultKind::WqeDmaError, {.qpn = qp.qpn}) : nullptr) {

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "fifo.h"
 #include "iba/packet.h"
 #include "objects/mkey.h"
+#include "timers.h"
 
 namespace hca {
 
@@ -39,6 +41,21 @@ class SendQueue {
     // budget is spent.
     void process_pending();
     bool has_work() const { return !pending_.empty(); }
+    // Does a send queue wait for the rest of a BlueFlame copy? Then the
+    // write that completes it asks for a device run (completes_copy()).
+    bool copy_awaited() const { return !waits_.empty(); }
+    // At the MMIO write, before any run: may the head of a copy (data,
+    // the 8 bytes at a half-buffer's start) leave its run to the write
+    // that completes the copy? Yes on a bfreg whose doorbells come with
+    // copies: a run between the head and the rest would only wait for it.
+    bool defer_head(uint32_t uar, uint32_t offset, const uint8_t *data);
+    // Would this write at UAR uar +offset complete a copy whose head left
+    // its run to it, or one a send queue waits for?
+    bool completes_copy(uint32_t uar, uint32_t offset, unsigned size);
+    // How long a send queue waits for the rest of a copy whose head is in
+    // before it fetches the WQE from memory (a vCPU preempted in the middle
+    // of a copy, or a guest that never finishes one).
+    static constexpr int64_t kCopyWaitNs = 1'000'000;
     static constexpr uint32_t kQuantum = 16;
     uint64_t bf_executed() const { return bf_executed_; }
 
@@ -64,6 +81,16 @@ class SendQueue {
   private:
     enum class Fetch { Ok, NotReadable, BadSize };
     void doorbell_head(uint32_t uar, uint32_t offset, uint32_t buf_key, uint32_t head, uint32_t qpn_ds);
+    struct BfCapture;
+    // A copy that will not be completed (torn, overtaken, overdue): its QP
+    // stops waiting for it.
+    void abandon(BfCapture &cap);
+    // The wait of QP qpn for its copy of WQE index ends (whole or not).
+    void end_wait(uint32_t qpn, uint16_t index, const char *why);
+    // The send queue stops at a WQE whose copy is under way; a timer bounds
+    // the wait.
+    void await_copy(Qp &qp, uint16_t index);
+    void copy_overdue(uint32_t qpn, uint16_t index);
     Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
     void consume_wqe(Qp &qp, uint32_t bbs);
     bool sq_producer(Qp &qp, uint16_t &pi);
@@ -99,7 +126,8 @@ class SendQueue {
     std::vector<DmaChunk> chunks_;  // translations of the SGE at hand
     // A BlueFlame write in progress, per UAR half-buffer (uar << 4 | half).
     struct BfCapture {
-        bool active = false;
+        bool active = false;    // a copy may follow the head and has not been torn
+        bool possible = false;  // the head allowed a copy (BlueFlame on, the WQE small enough)
         uint32_t qpn = 0;
         uint16_t index = 0;
         uint32_t expected = 0;  // ds * 16
@@ -108,9 +136,43 @@ class SendQueue {
         std::array<uint8_t, kBfBufSize> bytes{};
     };
     std::map<uint32_t, BfCapture> bf_;
-    std::map<uint32_t, uint8_t> bf_last_half_;  // per bfreg: the half of its last doorbell
-    Fifo<uint32_t, 1024> pending_;              // QPs rung or left with work, in turn order
-    uint32_t quantum_ = 0;                      // what the QP being served may still do in this turn
+    // Per bfreg (uar << 3 | bfreg): the half of its last doorbell, and how
+    // its doorbells have come, judged by the last one that allowed a copy.
+    // libmlx5 copies a single small WQE and rings for a list or a big one,
+    // mlx5_ib rings only, mlx5_core's write-combining test copies every
+    // NOP. A send queue waits for a copy only on a bfreg that carries them.
+    enum class BfUse : uint8_t { Unknown, Copies, Plain };
+    struct BfReg {
+        uint8_t last_half = 0;
+        BfUse use = BfUse::Unknown;
+    };
+    std::map<uint32_t, BfReg> bfregs_;
+    // How the doorbells of buf_key's bfreg come, as soon as it is known: a
+    // copy completed, or one overdue. (A head also judges the doorbell
+    // before it.)
+    void judge(uint32_t buf_key, BfUse use);
+    // QPs waiting for a copy: their timers, and where the copy ends (the
+    // half-buffer, uar << 4 | half, and the bytes it needs).
+    struct CopyWait {
+        Timers::Id timer = 0;
+        uint32_t buf_key = 0;
+        uint32_t end = 0;
+    };
+    std::map<uint32_t, CopyWait> waits_;
+    // Heads that left their run to the end of their copy (defer_head()),
+    // by half-buffer: the bytes the copy needs, and until when it may take.
+    // A timer runs the device for a head whose copy does not come in time;
+    // such a head is taken in as overdue (no wait for its copy).
+    struct DeferredHead {
+        uint32_t end = 0;
+        int64_t deadline = 0;
+    };
+    std::map<uint32_t, DeferredHead> deferred_heads_;
+    std::set<uint32_t> overdue_heads_;
+    bool deferred_timer_ = false;
+    void deferred_heads_due();
+    Fifo<uint32_t, 1024> pending_;          // QPs rung or left with work, in turn order
+    uint32_t quantum_ = 0;                  // what the QP being served may still do in this turn
     uint64_t bf_executed_ = 0;
 };
 

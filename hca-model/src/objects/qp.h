@@ -201,6 +201,11 @@ struct Qp {
     uint16_t db_named = 0;
     bool db_named_valid = false;
     std::map<uint16_t, std::vector<uint8_t>> bf_wqes;  // WQEs delivered by BlueFlame, by index
+    // A BlueFlame copy of WQE bf_copy is under way (its head is in, the rest
+    // is not yet) on a bfreg whose doorbells come with copies: the send
+    // queue waits for it there (SendQueue::await_copy()).
+    uint16_t bf_copy = 0;
+    bool bf_copy_valid = false;
     Timers::Id flush_timer = 0;
     int64_t flush_poll_ns = 0;  // the error state's RQ doorbell-record poll interval
     std::set<iba::Gid> mcgs;
