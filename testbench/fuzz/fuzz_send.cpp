@@ -6,7 +6,8 @@
 // inline data, scatter entries with real or bogus keys, a window's and a
 // device-memory (MEMIC) key among
 // them) and lengths it chooses, then rings the doorbell (whole or in two
-// halves, with a right or wrong WQE count). An IPoIB offload UD QP adds the
+// halves, with a right or wrong WQE count) or copies it through BlueFlame
+// (whole or torn, the device running in the middle or not). An IPoIB offload UD QP adds the
 // Ethernet segment: checksum flags, MSS and an inline header (a real TCP/IP
 // header, patched, or bytes), for SEND and LSO; its sends to itself run the
 // receive side's checksum checks. On-demand paging: steps take pages of the
@@ -19,6 +20,7 @@
 // itself messages with a TMH (EAGER, RNDV with an RVH naming a real or
 // bogus buffer, NO_TAG, FIN), so that matches, unexpected messages and
 // the device's own rendezvous READs and FINs interleave with its WQEs.
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -51,10 +53,13 @@ struct World {
     Driver d{b};
     uint32_t uar = 0, pd = 0, xrcd = 0, lkey = 0, free_key = 0, xsrqn = 0;
     uint32_t memic_key = 0;  // 8 KiB of device memory, zero based
+    uint32_t psvs[2] = {};   // a signature key's memory and wire PSVs
+    uint32_t sig_key = 0;    // a signature key over the MR's first 8 KiB (new_free_key())
     MrHandle mr;
     EqHandle eq;
     CqHandle cq;
     QpHandle rc, uc, ud, xrc, umr, ipoib, dci, tm;
+    QpHandle sq;  // an SQ object (CREATE_SQ): NOPs complete, the rest is refused
     uint32_t dctn = 0, xrqn = 0;
     uint64_t buf = 0;
 
@@ -71,6 +76,12 @@ struct World {
                                               .get(hca::ifc::create_mkey_out::mkey_index))
                         << 8 |
                     0x5d;
+        auto psv = Driver::inbox(hca::kOpCreatePsv, 0, hca::ifc::create_psv_in::size_bytes);
+        hca::ifc::set(psv.data(), hca::ifc::create_psv_in::num_psv, 2);
+        hca::ifc::set(psv.data(), hca::ifc::create_psv_in::pd, pd);
+        const auto pr = d.exec(psv, hca::ifc::create_psv_out::size_bytes);
+        psvs[0] = static_cast<uint32_t>(pr.get(hca::ifc::create_psv_out::psv0_index));
+        psvs[1] = static_cast<uint32_t>(pr.get(hca::ifc::create_psv_out::psv1_index));
         cq = d.create_cq(10, eq.eqn, uar);
         buf = b.host.alloc(64 << 10);
         d.activate_port(kLid);
@@ -92,11 +103,12 @@ struct World {
         dctn = make_dct();
         xrqn = make_xrq();
         tm = d.create_qp(hca::kQpRc, pd, cq.cqn, cq.cqn, uar, 6, 0, nullptr, hca::kRqSrq, xrqn);
+        sq = make_sq();
         // A TCP/IP packet at the start of the buffer, for the gather lists
         // to find (checksums computed over real headers).
         const auto pkt = ipoib_packet(false, hca::ipoib::kProtoTcp, 2000);
         b.host.write(buf, pkt.data(), pkt.size());
-        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib, &dci, &tm}) {
+        for (QpHandle *q : {&rc, &uc, &ud, &xrc, &umr, &ipoib, &dci, &tm, &sq}) {
             reset_qp(*q);
         }
         free_key = 0;
@@ -190,10 +202,54 @@ struct World {
         return static_cast<uint32_t>(d.exec(in, 16).get(ifc::create_xrq_out::xrqn));
     }
 
+    // An SQ object as mlx5_core's write-combining test makes one: a cyclic
+    // WQ of 64 WQEBBs in one page, on the World's CQ and UAR.
+    QpHandle make_sq() {
+        namespace ifc = hca::ifc;
+        QpHandle q;
+        q.st = hca::kQpSq;
+        q.sq_wqebbs = 64;
+        q.pages = {b.host.alloc(4096, 4096)};
+        q.dbr = b.host.alloc(64, 64);
+        q.uar = uar;
+        const ifc::Block ctx = ifc::create_sq_in::ctx;
+        const ifc::Block wq = ifc::in(ctx, ifc::sqc::wq);
+        auto in = Driver::inbox(hca::kOpCreateSq, 0, ifc::create_sq_in::size_bytes + 8);
+        ifc::set(in.data(), ifc::in(ctx, ifc::sqc::cqn), cq.cqn);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::wq_type), 1);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::pd), pd);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::uar_page), uar);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::dbr_addr), q.dbr);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::log_wq_stride), 6);
+        ifc::set(in.data(), ifc::in(wq, ifc::wq::log_wq_sz), 6);
+        hca::store_be64(in.data() + ifc::create_sq_in::size_bytes, q.pages[0]);
+        q.qpn = static_cast<uint32_t>(d.exec(in, 16).get(ifc::create_sq_out::sqn));
+        return q;
+    }
+
+    void modify_sq(uint8_t from, uint8_t to) {
+        namespace ifc = hca::ifc;
+        auto in = Driver::inbox(hca::kOpModifySq, 0, ifc::modify_sq_in::size_bytes);
+        ifc::set(in.data(), ifc::modify_sq_in::sqn, sq.qpn);
+        ifc::set(in.data(), ifc::modify_sq_in::sq_state, from);
+        ifc::set(in.data(), ifc::in(ifc::modify_sq_in::ctx, ifc::sqc::state), to);
+        d.exec(in, 16);
+    }
+
     // One QP back to RST and connected again (to itself), fresh receives:
     // the QP this input is about; the others keep what earlier inputs
     // left.  A fresh free key once a UMR WQE may have changed it.
     void reset_qp(QpHandle &q) {
+        if (&q == &sq) {
+            // To RST from whatever state it is in (the other tries fail), then RDY.
+            for (const uint8_t from : {hca::kSqRdy, hca::kSqErr}) {
+                modify_sq(from, hca::kSqRst);
+            }
+            modify_sq(hca::kSqRst, hca::kSqRdy);
+            q.sq_pi = 0;
+            b.host.write_be32(q.dbr + 4, 0);
+            return;
+        }
         d.modify_qp(0x50a, q.qpn);
         q.sq_pi = 0;
         q.rq_pi = 0;
@@ -211,7 +267,7 @@ struct World {
         }
     }
     void new_free_key() {
-        for (uint32_t k : {free_key, window, ksm}) {
+        for (uint32_t k : {free_key, window, ksm, sig_key}) {
             if (k) {
                 auto in = Driver::inbox(hca::kOpDestroyMkey, 0, 16);
                 hca::ifc::set(in.data(), hca::ifc::destroy_mkey_in::mkey_index, k >> 8);
@@ -224,7 +280,71 @@ struct World {
         // a null entry (page fault) between them; past entry 3 nothing.
         ksm = d.create_indirect_mkey(
             pd, 3, 12, 4, {{0, mr.key, mr.iova}, {0, hca::kNullMkey, 0}, {0, mr.key, mr.iova + 4096}, {0, mr.key, 0}});
+        sig_key = make_sig_key();
         umr_used = false;
+    }
+    // A signature key (bsf_en) over the MR's first 8 KiB, its BSF enabled
+    // by a UMR: CRC32 on the wire, 512-byte blocks.
+    uint32_t make_sig_key() {
+        namespace ifc = hca::ifc;
+        auto in = Driver::inbox(hca::kOpCreateMkey, 0, ifc::create_mkey_in::size_bytes);
+        const auto e = ifc::create_mkey_in::memory_key_mkey_entry;
+        for (auto f : {ifc::mkc::free_, ifc::mkc::umr_en, ifc::mkc::lr, ifc::mkc::bsf_en}) {
+            ifc::set(in.data(), ifc::in(e, f), 1);
+        }
+        ifc::set(in.data(), ifc::in(e, ifc::mkc::access_mode_1_0), 2);
+        ifc::set(in.data(), ifc::in(e, ifc::mkc::pd), pd);
+        ifc::set(in.data(), ifc::in(e, ifc::mkc::qpn), 0xffffff);
+        ifc::set(in.data(), ifc::in(e, ifc::mkc::translations_octword_size), 4);
+        ifc::set(in.data(), ifc::in(e, ifc::mkc::bsf_octword_size), 4);
+        const uint32_t k = static_cast<uint32_t>(d.exec(in, 16).get(ifc::create_mkey_out::mkey_index)) << 8;
+        uint8_t mkc[64] = {};
+        ifc::set(mkc, ifc::mkc::lr, 1);
+        ifc::set(mkc, ifc::mkc::lw, 1);
+        ifc::set(mkc, ifc::mkc::bsf_en, 1);
+        ifc::set(mkc, ifc::mkc::expected_sigerr_count, 1);
+        ifc::set(mkc, ifc::mkc::len, 8192);
+        const auto bsf = sig_bsf(2);
+        hca::UmrOp op;
+        op.key = k;
+        op.mkc = mkc;
+        op.mask = hca::UmrOp::kMaskFree | hca::UmrOp::kMaskLen | hca::UmrOp::kMaskLw | hca::UmrOp::kMaskBsfEn |
+                  hca::UmrOp::kMaskEnSigerr;
+        op.xlt = {uint64_t{8192} << 32 | mr.key, mr.iova, 0, 0, 0, 0, 0, 0};
+        op.bsf = bsf;
+        b.dev.mkeys.umr(op, nullptr);
+        return k;
+    }
+    // BSFs as libmlx5 writes them: 0 CRC32 in memory and T10-DIF on the
+    // wire, 1 T10-DIF in both (same block structure, copied tags), 2 CRC32
+    // on the wire only.
+    std::array<uint8_t, 64> sig_bsf(unsigned kind) const {
+        std::array<uint8_t, 64> f{};
+        f[0] = static_cast<uint8_t>(0x80 | (kind == 1 ? 0x10 : 0));
+        f[1] = kind == 2 ? 0xf0 : 0xff;
+        f[2] = kind == 1 ? 0x3f : 1;
+        f[3] = kind == 2 ? 0 : 1;
+        hca::store_be32(f.data() + 4, 0xffffffff);
+        auto t10 = [&](size_t bfs_psv, size_t inl, uint32_t psv) {
+            hca::store_be32(f.data() + bfs_psv, psv);
+            hca::store_be16(f.data() + inl, 0xc000);
+            hca::store_be16(f.data() + inl + 2, 0x1234);
+            hca::store_be32(f.data() + inl + 4, 7);
+            f[inl + 8] = kind == 1 ? 2 : 1;
+            f[inl + 9] = 0x88;
+            f[inl + 13] = 0x41;
+            hca::store_be16(f.data() + inl + 14, 0xffff);
+        };
+        if (kind == 0) {
+            hca::store_be32(f.data() + 12, 0x23u << 24 | psvs[0]);
+            t10(8, 32, psvs[1]);
+        } else if (kind == 1) {
+            t10(12, 48, psvs[0]);
+            t10(8, 32, psvs[1]);
+        } else {
+            hca::store_be32(f.data() + 8, 0x22u << 24 | psvs[1]);
+        }
+        return f;
     }
     uint32_t window = 0, ksm = 0;
     bool umr_used = true;
@@ -267,6 +387,8 @@ uint32_t key(World &x, Input &in) {
     case 0: return x.mr.key;
     case 1: return in.flag() ? x.free_key : (x.window & ~0xffu) | (in.u8() & 0xff);
     case 2: return in.u32();
+    case 3:
+        return in.flag() ? x.sig_key : x.lkey;
     case 4:
         return x.ksm;
     case 5:
@@ -275,12 +397,22 @@ uint32_t key(World &x, Input &in) {
     }
 }
 
+// The bytes of the signature key's address space per block, as its last
+// BSF made them (512 without one).
+uint32_t sig_unit(World &x) {
+    const hca::SigState *st = x.b.dev.mkeys.sig_of(x.sig_key);
+    return st ? st->cfg.unit() : 512;
+}
+
 uint64_t addr(World &x, Input &in, uint32_t k) {
     if (in.u8() > 240) {
         return in.u64();
     }
     if (k == x.memic_key) {
         return in.u16() % 9000;  // zero based; past 8 KiB is out of the key
+    }
+    if (k == x.sig_key) {
+        return in.u8() < 230 ? in.pick(8) * sig_unit(x) : in.u16();  // zero based, whole blocks mostly
     }
     const uint64_t base = k == x.mr.key || k == x.free_key ? x.mr.iova : k == x.ksm ? 0 : x.buf;
     return base + in.u16() % 20000;
@@ -295,11 +427,17 @@ void umr_segments(World &x, Input &in, Wqe &w) {
                                          hca::UmrOp::kInline | hca::UmrOp::kOffsetEn,
                                          hca::UmrOp::kInline | hca::UmrOp::kOffsetEn | hca::UmrOp::kCheckQpn,
                                          hca::UmrOp::kInline | hca::UmrOp::kOffsetEn | hca::UmrOp::kCheckNotFree};
-    uc[0] = in.flag() ? in.pick(kFlags) : in.u8();
-    const uint16_t oct = in.flag() ? in.u8() % 5 : in.u16();
+    // A signature key's configuration (mlx5dv_wr_mkey_configure() with a
+    // signature block): one inline KLM entry, then a BSF.
+    const bool sig = in.u8() < 40;
+    uc[0] = sig ? hca::UmrOp::kInline : in.flag() ? in.pick(kFlags) : in.u8();
+    const uint16_t oct = sig ? 4 : in.flag() ? in.u8() % 5 : in.u16();
     hca::store_be16(uc + 4, oct);
-    hca::store_be16(uc + 6, in.flag() ? in.u8() % 8 : in.u16());
-    hca::store_be64(uc + 8, in.flag() ? hca::UmrOp::kMaskSupported & in.u64() : in.u64());
+    hca::store_be16(uc + 6, sig ? (in.u8() < 240 ? 4 : in.u8()) : in.flag() ? in.u8() % 8 : in.u16());
+    hca::store_be64(uc + 8, sig ? hca::UmrOp::kMaskFree | hca::UmrOp::kMaskLen | hca::UmrOp::kMaskBsfEn |
+                                      hca::UmrOp::kMaskEnSigerr | (in.flag() ? hca::UmrOp::kMaskLw : 0)
+                            : in.flag() ? hca::UmrOp::kMaskSupported & in.u64()
+                                        : in.u64());
     hca::store_be32(uc + 16, in.u8() < 240 ? 0 : in.u32());
     w.put(uc, sizeof(uc));
     std::vector<uint8_t> mkc = in.vec(64);
@@ -308,7 +446,27 @@ void umr_segments(World &x, Input &in, Wqe &w) {
     ifc::set(mkc.data(), ifc::mkc::start_addr, x.mr.iova);
     ifc::set(mkc.data(), ifc::mkc::len, in.u8() < 230 ? 8192 : in.u32());
     ifc::set(mkc.data(), ifc::mkc::log_page_size, in.u8() < 230 ? 12 : in.u8() & 0x1f);
+    if (sig) {
+        ifc::set(mkc.data(), ifc::mkc::bsf_en, in.u8() < 230);
+        ifc::set(mkc.data(), ifc::mkc::free_, 0);
+    }
     w.put(mkc.data(), mkc.size());
+    if (sig) {
+        uint8_t e[16];
+        hca::store_be32(e, in.u8() < 230 ? 8192 : in.u32());
+        hca::store_be32(e + 4, in.u8() < 230 ? x.mr.key : key(x, in));
+        hca::store_be64(e + 8, x.mr.iova);
+        w.put(e, 16);
+        w.put(std::array<uint8_t, 48>{}.data(), 48);  // the entries padded to 64 bytes
+        auto bsf = x.sig_bsf(in.pick(3));
+        if (in.u8() < 100) {
+            for (unsigned i = 0, n = in.pick(4); i < n; ++i) {
+                bsf[in.pick(64)] = in.u8();
+            }
+        }
+        w.put(bsf.data(), in.u8() < 240 ? bsf.size() : in.pick(64));
+        return;
+    }
     if (uc[0] & hca::UmrOp::kInline) {
         const unsigned n = (oct % 5) * 2;
         const bool klm = in.flag();  // a window bind's KLM entries (byte count, key; address)
@@ -370,7 +528,8 @@ void data_segments(World &x, Input &in, Wqe &w) {
     for (unsigned i = 0; i < n; ++i) {
         uint8_t d[16];
         const uint32_t k = key(x, in);
-        hca::store_be32(d, in.u8() < 230 ? in.u16() % 5000 : in.u32() % kMaxMessage);
+        const uint32_t len = k == x.sig_key && in.flag() ? sig_unit(x) * (1 + in.pick(4)) : in.u16() % 5000;
+        hca::store_be32(d, in.u8() < 230 ? len : in.u32() % kMaxMessage);
         hca::store_be32(d + 4, k);
         hca::store_be64(d + 8, addr(x, in, k));
         w.put(d, 16);
@@ -410,20 +569,32 @@ void tm_message(World &x, Input &in, Wqe &w) {
     w.put(m, (4 + n + 15) & ~size_t{15});
 }
 
-constexpr uint8_t kOps[] = {hca::kWqeSend, hca::kWqeSendImm, hca::kWqeSendInval, hca::kWqeRdmaWrite,
-                            hca::kWqeRdmaWriteImm, hca::kWqeRdmaRead, hca::kWqeAtomicCs, hca::kWqeAtomicFa,
-                            hca::kWqeAtomicMaskedCs, hca::kWqeAtomicMaskedFa, hca::kWqeUmr, hca::kWqeNop,
-                            hca::kWqeLso, hca::kWqeBindMw};
+constexpr uint8_t kOps[] = {
+    hca::kWqeSend,     hca::kWqeSendImm,  hca::kWqeSendInval, hca::kWqeRdmaWrite,      hca::kWqeRdmaWriteImm,
+    hca::kWqeRdmaRead, hca::kWqeAtomicCs, hca::kWqeAtomicFa,  hca::kWqeAtomicMaskedCs, hca::kWqeAtomicMaskedFa,
+    hca::kWqeUmr,      hca::kWqeNop,      hca::kWqeLso,       hca::kWqeBindMw,         hca::kWqeSetPsv};
 
 // One WQE on the input's QP (or another), and its doorbell.
 void post(World &x, QpHandle &focus, Input &in) {
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci, &x.tm};
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci, &x.tm, &x.sq};
     const uint8_t which = in.u8();
-    QpHandle &qp = which < 230 ? focus : *qps[which % 8];
+    QpHandle &qp = which < 230 ? focus : *qps[which % 9];
     const bool tm_op = &qp == &x.tm && in.flag();
-    const uint8_t opcode = tm_op           ? hca::kWqeTagMatching
-                           : in.u8() < 240 ? (&qp == &x.umr ? hca::kWqeUmr : in.pick(kOps))
-                                           : in.u8();
+    const uint8_t opcode = [&]() -> uint8_t {
+        if (tm_op) {
+            return hca::kWqeTagMatching;
+        }
+        if (in.u8() >= 240) {
+            return in.u8();
+        }
+        if (&qp == &x.umr) {
+            return hca::kWqeUmr;
+        }
+        if (&qp == &x.sq && in.flag()) {
+            return hca::kWqeNop;  // what an SQ object carries
+        }
+        return in.pick(kOps);
+    }();
     Wqe w;
     if (qp.st == hca::kQpUd) {
         uint8_t av[48] = {};
@@ -456,6 +627,11 @@ void post(World &x, QpHandle &focus, Input &in) {
     if (opcode == hca::kWqeUmr) {
         x.umr_used = true;
         umr_segments(x, in, w);
+    } else if (opcode == hca::kWqeSetPsv) {
+        uint8_t p[16] = {};
+        hca::store_be32(p, in.u8() < 230 ? x.psvs[in.pick(2)] : in.u32());
+        hca::store_be64(p + 8, in.u64());
+        w.put(p, in.u8() < 240 ? 16 : in.pick(16));
     } else if (opcode == hca::kWqeTagMatching) {
         tm_segments(x, in, w);
     } else if (&qp == &x.tm && (opcode == hca::kWqeSend || opcode == hca::kWqeSendImm) && in.flag()) {
@@ -480,9 +656,12 @@ void post(World &x, QpHandle &focus, Input &in) {
     hca::store_be32(w.w.data(), uint32_t{index} << 8 | opcode);
     hca::store_be32(w.w.data() + 4, qp.qpn << 8 | (ds & 0x3f));
     w.w[11] = in.u8();
-    hca::store_be32(w.w.data() + 12, opcode == hca::kWqeUmr && in.u8() < 230
-                                          ? (in.flag() ? x.free_key : (x.window & ~0xffu) | in.u8())
-                                          : in.u32());
+    const uint8_t target = in.u8();
+    hca::store_be32(w.w.data() + 12, opcode == hca::kWqeUmr && target < 230
+                                         ? (target < 60 ? x.sig_key
+                                            : in.flag() ? x.free_key
+                                                        : (x.window & ~0xffu) | in.u8())
+                                         : in.u32());
     if (in.u8() > 220) {
         hcafuzz::patch(in, w.w, 3);
     }
@@ -493,6 +672,28 @@ void post(World &x, QpHandle &focus, Input &in) {
     }
     qp.sq_pi = static_cast<uint16_t>(qp.sq_pi + bbs);
     const uint8_t db = in.u8();
+    if (db >= 200 && db < 240) {
+        // A BlueFlame copy (libmlx5's mlx5_bf_copy(), the kernel's
+        // write-combining test): the head and the rest as 8-byte writes to
+        // a half-buffer of one of four bfregs; the copy may differ from
+        // memory (CE), stop short, and the device may run in the middle.
+        x.b.host.write_be32(qp.dbr + 4, qp.sq_pi);
+        const uint64_t base = uint64_t{qp.uar} * 4096 + 0x800 + (in.u8() & 7) * 256;
+        const uint32_t len = std::min<uint32_t>(static_cast<uint32_t>(w.w.size()), 256);
+        const uint32_t stop = in.u8() < 200 ? len : (in.u8() % (len / 8)) * 8 + 8;
+        const uint32_t gap = (in.u8() % (len / 8 + 1)) * 8;
+        if (in.flag()) {
+            w.w[11] = in.u8();
+        }
+        for (uint32_t o = 0; o < stop; o += 8) {
+            x.d.bar_write(base + o, w.w.data() + o, 8);
+            if (o + 8 == gap) {
+                x.b.pump();
+            }
+        }
+        x.b.pump();
+        return;
+    }
     x.d.ring_sq(qp, db < 240 ? index : in.u16(), db < 240 ? ds : in.u8(), opcode, db & 1);
 }
 
@@ -543,8 +744,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         x.setup();
     }
     Input in(data, size);
-    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci, &x.tm};
-    QpHandle &focus = *qps[in.pick(8)];
+    QpHandle *qps[] = {&x.rc, &x.uc, &x.ud, &x.xrc, &x.umr, &x.ipoib, &x.dci, &x.tm, &x.sq};
+    QpHandle &focus = *qps[in.pick(9)];
     x.reset_qp(focus);
     if (x.umr_used) {
         x.new_free_key();
