@@ -14,6 +14,20 @@
 
 namespace hca {
 
+namespace {
+
+// A write at UAR +offset (offset >= kBfRegion): its place in its BlueFlame
+// half-buffer, and the half-buffer (uar << 4 | half, the key of captures
+// and waits).
+uint32_t in_buf_of(uint32_t offset) {
+    return (offset - UarTable::kBfRegion) % SendQueue::kBfBufSize;
+}
+uint32_t buf_key_of(uint32_t uar, uint32_t offset) {
+    return uar << 4 | (offset - UarTable::kBfRegion) / SendQueue::kBfBufSize;
+}
+
+}  // namespace
+
 void SendQueue::reset() {
     bf_.clear();
     bfregs_.clear();
@@ -52,9 +66,8 @@ void SendQueue::forget_uar(uint32_t uar) {
 // queue that reaches a WQE whose copy is under way waits for the rest
 // (await_copy()) if its bfreg carries copies.
 void SendQueue::doorbell(uint32_t uar, uint32_t offset, const uint8_t *data, unsigned size) {
-    const uint32_t rel = offset - UarTable::kBfRegion;
-    const uint32_t in_buf = rel % kBfBufSize;
-    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
+    const uint32_t in_buf = in_buf_of(offset);
+    const uint32_t buf_key = buf_key_of(uar, offset);
     if (in_buf == 0 && size == 8) {
         doorbell_head(uar, offset, buf_key, load_be32(data), load_be32(data + 4));
         return;
@@ -157,8 +170,7 @@ void SendQueue::await_copy(Qp &qp, uint16_t index) {
 }
 
 bool SendQueue::defer_head(uint32_t uar, uint32_t offset, const uint8_t *data) {
-    const uint32_t rel = offset - UarTable::kBfRegion;
-    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
+    const uint32_t buf_key = buf_key_of(uar, offset);
     const uint32_t ds = data[7] & 0x3f;  // qpn_ds, big-endian
     auto reg = bfregs_.find(buf_key >> 1);
     if (reg == bfregs_.end() || reg->second.use != BfUse::Copies || !ds || ds * 16 > kBfBufSize ||
@@ -200,9 +212,8 @@ bool SendQueue::completes_copy(uint32_t uar, uint32_t offset, unsigned size) {
     if (waits_.empty() && deferred_heads_.empty()) {
         return false;
     }
-    const uint32_t rel = offset - UarTable::kBfRegion;
-    const uint32_t buf_key = uar << 4 | rel / kBfBufSize;
-    const uint32_t reached = rel % kBfBufSize + size;
+    const uint32_t buf_key = buf_key_of(uar, offset);
+    const uint32_t reached = in_buf_of(offset) + size;
     auto head = deferred_heads_.find(buf_key);
     if (head != deferred_heads_.end() && reached >= head->second.end) {
         deferred_heads_.erase(head);
