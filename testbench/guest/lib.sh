@@ -9,6 +9,14 @@ _tap_failed=0
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 # (Not in a test's NN-name.host check, which runs on the host.)
 [ -z "${HCASIM_NODE:-}" ] || echo "# hcasim-time start $(uptime_s)"
+if [ -n "${HCASIM_NODE:-}" ]; then
+    # For the harness's post-mortem of a guest that runs out of time: SysRq
+    # (stacks of blocked tasks and of every CPU, asked for through the
+    # keyboard) and where the kernel's text lies (KASLR), to place the
+    # vCPUs' instruction pointers in it.
+    echo 1 > /proc/sys/kernel/sysrq 2> /dev/null
+    awk '$3 == "_text" {print "# hcasim-ktext " $1; exit}' /proc/kallsyms 2> /dev/null
+fi
 _time_active=0
 
 # reps FULL QUICK: how many cycles a stress loop runs. ./hcasim suite runs

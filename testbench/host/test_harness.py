@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 from pathlib import Path
 
 from hcasim import clues, fuzz, hostcpu, pci_fault, postmortem, rundir, runs, testing, vm
@@ -188,7 +189,8 @@ class LinkFaultTest(RelayBase):
 
 class FakeQmp(threading.Thread):
     """A QMP monitor on a unix socket: greets, records each command, answers
-    from `answers` (command -> return value, or an exception: an error)."""
+    from `answers` (command -> return value, an exception: an error, or a
+    function of the command's arguments returning either)."""
 
     def __init__(self, path, answers):
         super().__init__(daemon=True)
@@ -213,6 +215,8 @@ class FakeQmp(threading.Thread):
                     msg = json.loads(line)
                     self.commands.append(msg)
                     r = self.answers.get(msg["execute"], {})
+                    if callable(r):
+                        r = r(msg.get("arguments", {}))
                     out = {"error": {"desc": str(r)}} if isinstance(r, Exception) else {"return": r}
                     f.write(json.dumps(out).encode() + b"\n")
                     f.flush()
@@ -377,6 +381,51 @@ class PostMortemTest(unittest.TestCase):
                                                             "node0-timeout.txt").read_text())
         self.assertNotIn("SECRET", text)
         self.assertEqual([c["execute"] for c in q.commands][:2], ["qmp_capabilities", "query-status"])
+
+    def test_vcpus_and_the_guests_own_stacks(self):
+        """Where each vCPU is (RIP from _text, halted, interrupts), the
+        stacks SysRq w and l asked the guest for (without the unwinder's
+        guesses), and the gist of it for the runner's list of failures."""
+        regs = ("CPU#0\nRAX=0000000000000000\nRIP=ffffffff8fb12a3f RFL=00000202 [-------] CPL=0 II=0 A20=1 "
+                "SMM=0 HLT=1\nCPU#1\nRIP=ffffffff8f000010 RFL=00000002 [-------] CPL=0 II=0 A20=1 SMM=0 HLT=0\n")
+        hmp = {"info cpus": "* CPU #0: thread_id=1\n  CPU #1: thread_id=2\n", "info registers -a": regs}
+        node = self.run_dir / "node0"
+        (node / "output.log").write_text("# hcasim-ktext ffffffff8ee00000\nok 1 - booted\n")
+        (node / "console.log").write_text("[   61.0] mlx5_core: probe\n")
+
+        def guest_prints(args):
+            # What a guest prints on its console for SysRq w and l.
+            key = args["keys"][-1]["data"]
+            with open(node / "console.log", "a") as f:
+                f.write("[  500.6] sysrq: Show Blocked State\n[  500.6] task:bash state:D pid:191\n"
+                        "[  500.6]  p9_client_rpc+0x164/0x430\n[  500.6]  ? __pfx_autoremove_wake_function+0x10\n"
+                        if key == "w" else "[  500.7] sysrq: Show backtrace of all active CPUs\n")
+            return {}
+        q = FakeQmp(self.sock, {"query-status": {"status": "running", "running": True},
+                                "human-monitor-command": lambda a: hmp[a["command-line"]], "send-key": guest_prints})
+        q.start()
+        self.addCleanup(setattr, q, "stopping", True)
+        with mock.patch.object(postmortem, "SYSRQ_SECONDS", 0.1):
+            postmortem.record(self.proc.pid, self.sock, self.run_dir, 0)
+        text = "\n".join(postmortem.summary(self.run_dir, 0))
+        self.assertIn("vcpu 0: RIP=ffffffff8fb12a3f (_text+0xd12a3f) CPL=0 halted=1 interrupts=on", text)
+        self.assertIn("vcpu 1: RIP=ffffffff8f000010 (_text+0x200010) CPL=0 halted=0 interrupts=off", text)
+        self.assertIn("what SysRq w and l printed (4 line(s)):", text)
+        self.assertIn("p9_client_rpc+0x164/0x430", text)
+        self.assertIn("Show backtrace of all active CPUs", text)
+        self.assertNotIn("__pfx_autoremove_wake_function", text)
+        keys = [[k["data"] for k in c["arguments"]["keys"]] for c in q.commands if c["execute"] == "send-key"]
+        self.assertEqual(keys, [["alt", "sysrq", "w"], ["alt", "sysrq", "l"]])
+        gist = postmortem.digest(self.run_dir, 0)
+        self.assertRegex(gist, r"^\S+ \d+%.*; vcpu 0: RIP=ffffffff8fb12a3f .*halted=1 interrupts=on; vcpu 1: ")
+
+    def test_a_guest_that_prints_no_stacks_is_named(self):
+        q = FakeQmp(self.sock, {"human-monitor-command": ""})
+        q.start()
+        self.addCleanup(setattr, q, "stopping", True)
+        with mock.patch.object(postmortem, "SYSRQ_SECONDS", 0.1):
+            postmortem.record(self.proc.pid, self.sock, self.run_dir, 0)
+        self.assertIn("SysRq printed nothing within", postmortem.digest(self.run_dir, 0))
 
     def test_a_silent_monitor_is_named(self):
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

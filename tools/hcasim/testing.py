@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hcasim import build, clues, kernels, vm
+from hcasim import build, clues, kernels, postmortem, vm
 from hcasim.common import BUILD, ROOT, SAN_BUILD, capture, run, say
 
 GUEST_DIR = ROOT / "testbench" / "guest"
@@ -257,6 +257,9 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
         if r.exit_code != 0:
             why = "timed out" if r.timed_out else (
                 "no result (guest crashed?)" if r.exit_code is None else f"exit code {r.exit_code}")
+            if r.timed_out:
+                # The post-mortem's gist, where a log read from its end shows it.
+                why += f" ({postmortem.digest(Path(run_dir), r.node)})"
             outcomes.append(Outcome(label, f"node{r.node}: script {why}", False, str(run_dir)))
         elif not got:
             outcomes.append(Outcome(label, f"node{r.node}: no TAP lines", False, str(run_dir)))
