@@ -175,6 +175,18 @@ if [ ! -f "$src/.hcasim-unpacked" ]; then
 fi
 
 relink=0
+# Fixes to QEMU itself that hcasim's guests need (qemu-device/patches/LINE,
+# each file says what it fixes and why).  Applied on every run when not yet
+# applied, like the qtest hook below, so that a cached tree keeps its key
+# and only the patched files recompile.
+for p in "$here/patches/$line"/*.patch; do
+    [ -f "$p" ] || continue
+    if ! patch -d "$src" -p1 -R -s -f --dry-run < "$p" > /dev/null 2>&1; then
+        step "applying $(basename "$p")"
+        patch -d "$src" -p1 -s -f --no-backup-if-mismatch < "$p" ||
+            die "$(basename "$p") does not apply to QEMU $version"
+    fi
+done
 for f in "$here"/src/*; do
     sync_file "$f" "$src/hw/hcasim/$(basename "$f")" && relink=1
 done

@@ -246,7 +246,8 @@ def guest_test(script, modules="", kernel="", test_fault="", expect_dmesg="", de
         # never reached the device's driver (QEMU 7.2's TCG and 6.12's
         # int3 text patching, seen once), nor did a QEMU that aborted then
         # (msix.c's table assertion while the kernel enumerated PCI, seen
-        # twice in 11-rdmacm: STATUS "Open findings"). Both runs are kept.
+        # twice in 11-rdmacm: a TCG race that qemu-device/patches fixes
+        # since, STATUS "Open findings"). Both runs are kept.
         say(f"  node(s) {', '.join(map(str, panicked))} died while booting (a kernel panic or QEMU ending on a "
             f"signal), before the test script and the driver: {run_dir}; running the test once more")
         run_dir, results = vm.run_script(combined, opts, name=f"test-{label.replace('@', '-')}-again", quiet=True)
