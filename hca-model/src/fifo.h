@@ -39,6 +39,14 @@ class Fifo {
         ring_.push_back();
         return ring_.back();
     }
+    // A new default element before the pos-th (pos == size(): at the back).
+    T &emplace_at(size_t pos) {
+        if (pos == ring_.size()) {
+            return emplace_back();
+        }
+        grow_if_full();
+        return *ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(pos), T());
+    }
     void pop_back() { ring_.pop_back(); }
     void pop_front() {
         ring_.pop_front();

@@ -6,12 +6,13 @@
 #include <cstring>
 #include <numeric>
 
+#include "alloc_count.h"
 #include "be.h"
 #include "driver.h"
 #include "fw/iseg.h"
+#include "iba/mad.h"
 #include "ip_packet.h"
 #include "ud_setup.h"
-#include "iba/mad.h"
 
 using namespace hcatest;
 namespace ifc = hca::ifc;
@@ -631,6 +632,70 @@ TEST_CASE("BlueFlame: only the head of a copy asks for a device run", "[dp][bf]"
     s.b.host.scheduled = false;
     s.d.cq_arm(s.scq);
     CHECK(s.b.host.scheduled);
+}
+
+TEST_CASE("BlueFlame: copies on a bfreg that carries them allocate nothing per work request", "[dp][bf][alloc]") {
+    // Once the bfreg is known to carry copies, each head leaves its run to
+    // the end of its copy (its state lives with the bfreg) and the copy
+    // waits with its QP until the send queue takes it (a ring that keeps
+    // its storage): no heap allocation per post, in the MMIO writes or in
+    // the device's run.
+    Setup s;
+    auto a = s.ud(1);
+    uint32_t half = 0;
+    uint64_t allocs = 0;
+    int cqes = 0;
+    constexpr int kBatches = 48, kWarm = 16, kPosts = 4;
+    for (int i = 0; i < kBatches; ++i) {
+        if (i >= kWarm) {
+            AllocCount::start();
+        }
+        for (int k = 0; k < kPosts; ++k) {
+            bf_nop(s, a, half, hca::kCeCqUpdate);
+            half ^= 256;
+        }
+        s.b.pump();
+        if (i >= kWarm) {
+            allocs += AllocCount::stop();
+        }
+        while (auto c = s.d.next_cqe(s.scq)) {
+            CHECK(cqe_opcode(*c) == hca::kCqeReq);
+            ++cqes;
+        }
+    }
+    CHECK(cqes == kBatches * kPosts);  // every NOP from its copy (CE is in the copy only)
+    CHECK(s.b.dev.qps.sq().bf_executed() == kBatches * kPosts);
+    CHECK(allocs == 0);
+}
+
+TEST_CASE("BlueFlame: copies are taken in WQE order, a copy that comes again replaces the one before", "[dp][bf]") {
+    // Two NOPs in memory (unsignalled there), then copied out of order: the
+    // second's copy (signalled), the first's (unsignalled), the first's
+    // again (signalled). The device runs both from their copies, the first
+    // from its last copy.
+    Setup s;
+    auto a = s.ud(1);
+    uint8_t w0[64], w1[64];
+    nop_in_sq(s, a, w0);
+    nop_in_sq(s, a, w1);
+    const uint64_t base = uint64_t{s.uar} * 4096 + 0x800;
+    auto copy = [&](uint32_t half, uint8_t *w, uint8_t ce) {
+        w[11] = ce;
+        for (int k = 0; k < 8; ++k) {
+            s.d.bar_write(base + half + k * 8, w + k * 8, 8);
+        }
+    };
+    copy(0, w1, hca::kCeCqUpdate);
+    copy(256, w0, 0);
+    copy(0, w0, hca::kCeCqUpdate);
+    s.b.pump();
+    for (uint32_t want = 0; want < 2; ++want) {
+        auto c = s.d.next_cqe(s.scq);
+        REQUIRE(c);
+        CHECK(be32(*c, 0x3c) >> 16 == want);  // wqe_counter
+    }
+    CHECK(!s.d.next_cqe(s.scq));
+    CHECK(s.b.dev.qps.sq().bf_executed() == 2);
 }
 
 TEST_CASE("BlueFlame: a run between a copy's head and its rest waits for the rest", "[dp][bf]") {

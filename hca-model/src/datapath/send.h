@@ -92,6 +92,7 @@ class SendQueue {
     void await_copy(Qp &qp, uint16_t index);
     void copy_overdue(uint32_t qpn, uint16_t index);
     Fetch fetch_wqe(Qp &qp, uint16_t index, uint16_t pi, uint32_t &ds, uint32_t &bbs);
+    void consume_to(Qp &qp, uint16_t next);
     void consume_wqe(Qp &qp, uint32_t bbs);
     bool sq_producer(Qp &qp, uint16_t &pi);
     bool execute_wqe(Qp &qp, const SqWqe &w);
@@ -142,9 +143,19 @@ class SendQueue {
     // mlx5_ib rings only, mlx5_core's write-combining test copies every
     // NOP. A send queue waits for a copy only on a bfreg that carries them.
     enum class BfUse : uint8_t { Unknown, Copies, Plain };
+    // A head that left its run to the end of its copy (defer_head()): the
+    // bytes the copy needs (0: none deferred), and until when it may take.
+    // A timer runs the device for a head whose copy does not come in time;
+    // such a head is taken in as overdue (no wait for its copy).
+    struct DeferredHead {
+        uint32_t end = 0;
+        int64_t deadline = 0;
+        bool overdue = false;
+    };
     struct BfReg {
         uint8_t last_half = 0;
         BfUse use = BfUse::Unknown;
+        std::array<DeferredHead, 2> deferred{};  // per half-buffer
     };
     std::map<uint32_t, BfReg> bfregs_;
     // How the doorbells of buf_key's bfreg come, as soon as it is known: a
@@ -159,16 +170,9 @@ class SendQueue {
         uint32_t end = 0;
     };
     std::map<uint32_t, CopyWait> waits_;
-    // Heads that left their run to the end of their copy (defer_head()),
-    // by half-buffer: the bytes the copy needs, and until when it may take.
-    // A timer runs the device for a head whose copy does not come in time;
-    // such a head is taken in as overdue (no wait for its copy).
-    struct DeferredHead {
-        uint32_t end = 0;
-        int64_t deadline = 0;
-    };
-    std::map<uint32_t, DeferredHead> deferred_heads_;
-    std::set<uint32_t> overdue_heads_;
+    // How many heads wait for their copies (BfReg::deferred, whose state
+    // lives with its bfreg: a post allocates nothing).
+    uint32_t deferred_heads_ = 0;
     bool deferred_timer_ = false;
     void deferred_heads_due();
     Fifo<uint32_t, 1024> pending_;          // QPs rung or left with work, in turn order

@@ -24,6 +24,7 @@
 #include "datapath/send.h"
 #include "datapath/tm.h"
 #include "datapath/wqe.h"
+#include "fifo.h"
 #include "iba/packet.h"
 #include "ifc/field.h"
 #include "objects/devx.h"
@@ -200,7 +201,16 @@ struct Qp {
     // the doorbell record's producer counter when the send queue runs.
     uint16_t db_named = 0;
     bool db_named_valid = false;
-    std::map<uint16_t, std::vector<uint8_t>> bf_wqes;  // WQEs delivered by BlueFlame, by index
+    // WQEs delivered by BlueFlame and not yet consumed, one per index, in
+    // the order of the WQEs from sq_ci (SendQueue's store_bf_wqe()). The
+    // ring keeps its storage: a copy allocates nothing once it has grown.
+    static constexpr uint32_t kBfWqeMax = 256;  // a BlueFlame half-buffer
+    struct BfWqe {
+        uint16_t index = 0;
+        uint16_t len = 0;
+        std::array<uint8_t, kBfWqeMax> bytes{};
+    };
+    Fifo<BfWqe, 8> bf_wqes;
     // A BlueFlame copy of WQE bf_copy is under way (its head is in, the rest
     // is not yet) on a bfreg whose doorbells come with copies: the send
     // queue waits for it there (SendQueue::await_copy()).
