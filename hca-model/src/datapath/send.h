@@ -129,6 +129,7 @@ class SendQueue {
     struct BfCapture {
         bool active = false;    // a copy may follow the head and has not been torn
         bool possible = false;  // the head allowed a copy (BlueFlame on, the WQE small enough)
+        bool late = false;      // the wait for its rest ran out (copy_overdue()): the rest is no error
         uint32_t qpn = 0;
         uint16_t index = 0;
         uint32_t expected = 0;  // ds * 16
