@@ -342,6 +342,13 @@ static uint64_t mlx5_hca_bar0_read(void *opaque, hwaddr addr, unsigned size)
     uint8_t buf[8];
     uint64_t val;
 
+    /*
+     * An access through a vCPU's TLB entry made before an unplug may still
+     * come after it (until that vCPU flushes): the model is gone by then.
+     */
+    if (!s->model) {
+        return UINT64_MAX;
+    }
     hca_model_mmio_read(s->model, addr, buf, size);
     val = ldn_le_p(buf, size);
     trace_mlx5_hca_bar0_read(addr, size, val);
@@ -355,6 +362,9 @@ static void mlx5_hca_bar0_write(void *opaque, hwaddr addr, uint64_t val,
     uint8_t buf[8];
 
     trace_mlx5_hca_bar0_write(addr, size, val);
+    if (!s->model) {
+        return;  /* unplugged (see mlx5_hca_bar0_read()) */
+    }
     stn_le_p(buf, size, val);
     hca_model_mmio_write(s->model, addr, buf, size);
 }
