@@ -34,7 +34,9 @@ rc=$?
 tail -2 /tmp/udaddy.txt | sed 's/^/# /'
 check "udaddy: UD address exchange and data (exit $rc)" \
     sh -c "test $rc = 0 && grep -q 'test complete' /tmp/udaddy.txt && grep -q 'return status 0' /tmp/udaddy.txt"
-pair mckey 300 "mckey -m 239.77.0.1 -b $srvip" "sleep 2; mckey -m 239.77.0.1 -b $myip -s"
+# mckey listens on nothing: its server is ready once it says it waits for
+# data (line-buffered: its output goes to a file).
+SERVER_READY="receiving data transfers" pair mckey 300 "stdbuf -oL mckey -m 239.77.0.1 -b $srvip" "sleep 2; mckey -m 239.77.0.1 -b $myip -s"
 rc=$?
 tail -2 /tmp/mckey.txt | sed 's/^/# /'
 check "mckey: multicast join and data (exit $rc)" \

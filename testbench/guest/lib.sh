@@ -458,20 +458,31 @@ listeners() {
 }
 
 # start_server NAME SECONDS COMMAND...: starts COMMAND in the background
-# with output in /tmp/NAME.txt and waits (up to 20 s) until it listens.
-# Sets SERVER_PID.
+# with output in /tmp/NAME.txt and waits (up to 20 s) until it listens, or,
+# with SERVER_READY=PATTERN (a server that listens on nothing, e.g. mckey),
+# until its output matches PATTERN. Sets SERVER_PID.
 start_server() {
-    local name=$1 t=$2 before
+    local name=$1 t=$2 before end=$((SECONDS + 20))
     shift 2
     before=$(listeners)
     timeout "$t" "$@" > "/tmp/$name.txt" 2>&1 &
     SERVER_PID=$!
-    for _ in $(seq 200); do
-        [ "$(listeners)" -gt "$before" ] && return 0
+    # Bounded by the clock: one look at the listeners costs up to 0.3 s
+    # under TCG (ss and rdma), so a count of looks would wait far longer.
+    while [ "$SECONDS" -le "$end" ]; do
+        if [ -n "${SERVER_READY:-}" ]; then
+            grep -qE -- "$SERVER_READY" "/tmp/$name.txt" && return 0
+        elif [ "$(listeners)" -gt "$before" ]; then
+            return 0
+        fi
         kill -0 $SERVER_PID 2> /dev/null || return 1
         sleep 0.1
     done
-    echo "# $name: the server did not start listening within 20 s"
+    if [ -n "${SERVER_READY:-}" ]; then
+        echo "# $name: the server did not print \"$SERVER_READY\" within 20 s"
+    else
+        echo "# $name: the server did not start listening within 20 s"
+    fi
     return 1
 }
 
