@@ -26,6 +26,17 @@ reps() {
     if [ "${HCASIM_DEPTH:-full}" = quick ]; then echo "$2"; else echo "$1"; fi
 }
 
+# quick: true in ./hcasim test's quick, representative set.
+quick() {
+    [ "${HCASIM_DEPTH:-full}" = quick ]
+}
+
+# full COMMAND...: runs COMMAND in ./hcasim suite only (a variant that
+# ./hcasim test's quick, representative set leaves to the suite).
+full() {
+    quick || "$@"
+}
+
 # check DESCRIPTION COMMAND...: ok if COMMAND succeeds.
 check() {
     local desc=$1

@@ -115,6 +115,22 @@ class MatrixTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             suite.expand(["no-such-test"])
 
+    def test_smoke_columns_are_each_releases_own_stack(self):
+        """./hcasim test's image smoke runs besides the default image on the
+        default line: each image in its own release's QEMU; with only other
+        images or only other lines, each of those once."""
+        cols = testing.smoke_columns("debian13", ["debian12", "unstable"], "10.2", ["7.2", "10.0"])
+        self.assertEqual(sorted(cols), [("debian12", "7.2"), ("debian13", "10.0"), ("unstable", "10.2")])
+        self.assertEqual(testing.smoke_columns("debian13", [], "10.2", ["7.2", "10.0"]),
+                         [("debian13", "7.2"), ("debian13", "10.0")])
+        self.assertEqual(testing.smoke_columns("debian13", ["debian12", "unstable"], "10.2", []),
+                         [("debian12", "10.2"), ("unstable", "10.2")])
+        # On 7.2 by default: every line and every image still runs it once.
+        cols = testing.smoke_columns("debian13", ["debian12", "unstable"], "7.2", ["10.0", "10.2"])
+        self.assertEqual({i for i, _ in cols}, {"debian13", "debian12", "unstable"})
+        self.assertEqual({q for _, q in cols} | {"7.2"}, {"7.2", "10.0", "10.2"})
+        self.assertNotIn(("debian13", "7.2"), cols)
+
     def test_quick_timeout(self):
         script = ROOT / "testbench" / "guest" / "09-rdma-core.sh"
         self.assertEqual(testing.guest_header(script, "quick")[0].timeout, 600)

@@ -170,6 +170,26 @@ def label_of(script, image):
     return label if line == build.DEFAULT_QEMU else f"{label}@qemu-{line}"
 
 
+def smoke_columns(image, others, line, other_lines):
+    """Where ./hcasim test runs the image smoke test besides IMAGE on LINE
+    (where every test runs): each other image and each other QEMU line at
+    least once. With both, an image runs on its own Debian release's QEMU
+    (Debian 12's 7.2, 13's 10.0, unstable's 10.2), the stacks users of
+    those releases have; ./hcasim suite --image all --qemu all runs the
+    whole matrix."""
+    lines = [line, *other_lines]
+
+    def own(img):
+        return next((q for q, d in build.QEMU_LINES.items() if f"({build.IMAGES[img][0]})" in d), None)
+
+    if not (others and other_lines):
+        return [(i, line) for i in others] + [(image, q) for q in other_lines]
+    cols = [(i, own(i)) for i in (image, *others) if own(i) in lines and (i, own(i)) != (image, line)]
+    cols += [(i, line) for i in others if all(c[0] != i for c in cols)]
+    cols += [(image, q) for q in other_lines if all(c[1] != q for c in cols)]
+    return cols
+
+
 def suite_only(script):
     """A test whose header says ci=0: too long for ./hcasim test."""
     return not header(script).ci
@@ -349,12 +369,13 @@ def print_timing(timing):
     """Where ./hcasim test's guest time went, per test."""
     if not timing:
         return
-    print(f"\n{'guest test':24} {'wall':>6} {'boot':>6} {'driver':>7} {'workload':>9} {'outside':>8}  (seconds)")
+    n = max(24, *(len(name) for name in timing))
+    print(f"\n{'guest test':{n}} {'wall':>6} {'boot':>6} {'driver':>7} {'workload':>9} {'outside':>8}  (seconds)")
     for name, (wall, split) in timing.items():
         cols = "".join(f" {split[k]:{w}.0f}" for k, w in (("boot", 6), ("driver", 7), ("workload", 9),
                                                           ("outside", 8))) if split else "  (no time marks)"
-        print(f"{name:24} {wall:6.0f}{cols}")
-    print(f"{'total':24} {sum(w for w, _ in timing.values()):6.0f}")
+        print(f"{name:{n}} {wall:6.0f}{cols}")
+    print(f"{'total':{n}} {sum(w for w, _ in timing.values()):6.0f}")
 
 
 def main(args):
@@ -391,23 +412,18 @@ def main(args):
     elsewhere = [s for s in scripts if not applies(s, image)]
     if elsewhere:
         say(f"guest tests for other images, not run on {image}: " + " ".join(s.stem for s in elsewhere))
-    runs = [(s, image) for s in scripts if s not in elsewhere]
-    runs += [(s, i) for i in others for s in scripts if s.stem == IMAGE_SMOKE and applies(s, i)]
+    runs = [(s, image, line) for s in scripts if s not in elsewhere]
+    runs += [(s, i, q) for i, q in smoke_columns(image, others, line, other_lines)
+             for s in scripts if s.stem == IMAGE_SMOKE and applies(s, i)]
     timing = {}
     if not args.no_guest:
         base = load_baseline("quick")
-        for s, i in runs:
+        for s, i, q in runs:
+            os.environ["HCASIM_QEMU_LINE"] = q
             got = guest_test(s, depth="quick", timing=timing, image=i)
             apply_baseline(label_of(s, i), got, base)
             outcomes += got
-        for q in other_lines:
-            os.environ["HCASIM_QEMU_LINE"] = q
-            for s in scripts:
-                if s.stem == IMAGE_SMOKE and applies(s, image):
-                    got = guest_test(s, depth="quick", timing=timing, image=image)
-                    apply_baseline(label_of(s, image), got, base)
-                    outcomes += got
-            os.environ["HCASIM_QEMU_LINE"] = line
+        os.environ["HCASIM_QEMU_LINE"] = line
         if not args.only or any(o in "fault-self-test" for o in args.only):
             outcomes += fault_self_test()
         print_timing(timing)
