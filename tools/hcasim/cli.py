@@ -18,6 +18,9 @@ def add_vm_options(p, default_timeout=600):
     p.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
                    help="QEMU accelerator (default tcg; kvm only where it really works)")
     p.add_argument("--trace-filter", default="all", help="device trace categories (default all)")
+    p.add_argument("--append", default="", metavar="ARGS",
+                   help="more guest kernel parameters, after hcasim's own (e.g. --append "
+                        "'mlx5_core.dyndbg=+p': the driver's debug messages from its first probe on)")
     p.add_argument("--timeout", type=float, default=default_timeout, help="seconds before the VMs are killed")
     p.add_argument("--no-build", action="store_true", help="do not check/rebuild before booting")
     p.add_argument("--no-sm", action="store_true",
@@ -105,7 +108,8 @@ def vm_options(a):
     return vm.VmOptions(topology=a.topology or "", faults=a.fault, nodes=a.nodes, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, fabric=not a.no_fabric, builtin_sm=not a.no_sm,
                         fabric_args=a.fabric_arg, modules=driver.resolve_modules(a.modules),
-                        kernel=a.kernel or "", test_fault=a.test_fault or "", image=a.image)
+                        kernel=a.kernel or "", test_fault=a.test_fault or "", image=a.image,
+                        extra_append=a.append)
 
 
 def cmd_setup(a):

@@ -86,7 +86,7 @@ def main(a):
     script.write_text(lib + "\n" + textwrap.dedent(SCRIPT))
     opts = vm.VmOptions(nodes=2, smp=a.smp, mem=a.mem, accel=a.accel, trace_filter=a.trace_filter,
                         timeout=a.timeout, modules=driver.resolve_modules(a.modules), kernel=a.kernel or "",
-                        test_fault=a.test_fault or "", image=a.image)
+                        test_fault=a.test_fault or "", image=a.image, extra_append=a.append)
     t0 = time.time()
     run_dir, results = vm.run_script(script, opts, name="demo")
     print()
