@@ -9,7 +9,22 @@
 #  2. an error CQE on ib_write_bw's RC QP: perftest reports the failed
 #     completion and exits non-zero; a new ib_write_bw works;
 #  3. the firmware asks for 512 more pages and then gives them back while
-#     ib_write_bw runs: traffic is unaffected, fw_pages_total follows.
+#     ib_write_bw runs: traffic is unaffected, fw_pages_total follows;
+#  4. PORT_CHANGE events (down, then active) under iperf3 while the port
+#     itself stays Active: ib_ipoib flushes (ipoib_event() queues
+#     flush_normal, ipoib_ib_dev_down() turns the carrier off) and joins
+#     again (carrier on): ib0's carrier_changes grows by 2 for each, and
+#     iperf3 goes on;
+# and in ./hcasim suite, under ib_write_bw -D:
+#  5. a WQE fetch that fails as a DMA error does (wqe-dma-error), and
+#  6. a catastrophic QP error (qp-event): the QP is in error, perftest
+#     sees its work requests flushed ('Failed status 5') and exits
+#     non-zero; a new ib_write_bw works;
+#  7. a CQ error (overrun) on perftest's CQ: mlx5_core reports it
+#     ('CQ error on CQN'), the CQ takes no more completions, and perftest,
+#     which reads no async events, runs out its time with fewer messages
+#     and exits 0;
+#  8. a lost CQE on perftest's CQ: nothing notices (exit 0).
 # Node 1 serves.
 ipoib_pair_start
 # Two iperf3 servers: one for the run the fault breaks, one for after.
@@ -108,5 +123,81 @@ if [ "$me" = 0 ]; then
     check "ib_write_bw through page requests: exit $PERF_RC" test "$PERF_RC" = 0
     check "no kernel oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
 fi
+# 4. PORT_CHANGE events under iperf3 (the port stays Active).
+if [ "$me" = 1 ]; then
+    check "iperf3 server on $myip" iperf3 -s -D -B "$myip" -p 5203
+fi
+barrier port-events 60
+if [ "$me" = 0 ]; then
+    timeout 60 iperf3 -c "$peerip" -p 5203 -t 12 > /tmp/iperf-port.txt 2>&1 &
+    ipid=$!
+    sleep 2
+    changes() { cat /sys/class/net/ib0/carrier_changes; }
+    for sub in down active; do
+        c0=$(changes)
+        check "armed port-event $sub under iperf3" hca_fault "port-event:subtype=$sub"
+        # ipoib_event() queues flush_normal: carrier off, then on again
+        # once the join task finds the port Active and rejoins.
+        flipped() { [ "$(changes)" -ge $((c0 + 2)) ] && ipoib_carrier; }
+        retry 30 flipped
+        check "ib_ipoib: carrier off and on again after the $sub event (carrier_changes $c0 -> $(changes))" flipped
+        sleep 2
+    done
+    check "the port stayed ACTIVE" grep -q ACTIVE /sys/class/infiniband/mlx5_0/ports/1/state
+    wait $ipid
+    rc=$?
+    grep -E 'sender|receiver' /tmp/iperf-port.txt | sed 's/^/# /'
+    check "iperf3 through both port events: exit $rc" test "$rc" = 0
+    check "ping after the port events" retry 10 ping -c 1 -W 2 "$peerip"
+fi
+barrier port-events-done 120
+[ "$me" = 1 ] && pkill iperf3
+
+# 5.-8. in ./hcasim suite.
+if ! quick; then
+    # The QP in error under ib_write_bw: its WRs flush.
+    arm_dma_error() { sleep 2; check "armed wqe-dma-error on ib_write_bw's QP" hca_fault "wqe-dma-error:qpn=$1"; }
+    arm_catastrophic() { sleep 2; check "armed qp-event catastrophic on ib_write_bw's QP" hca_fault "qp-event:qpn=$1,type=catastrophic"; }
+    for kind in dma_error catastrophic; do
+        what="the WQE's DMA error"
+        [ "$kind" = catastrophic ] && what="the catastrophic QP error"
+        perf_with "w$kind" "arm_$kind" ib_write_bw -d mlx5_0 -s 65536 -D 6 -F
+        if [ "$me" = 0 ]; then
+            grep -E 'Failed status' "/tmp/w$kind.txt" | sed 's/^/# /'
+            check "ib_write_bw exits non-zero after $what (exit $PERF_RC)" test "$PERF_RC" != 0
+            check "perftest: 'Failed status 5' (IBV_WC_WR_FLUSH_ERR: the QP is in error)" \
+                grep -q 'Failed status 5' "/tmp/w$kind.txt"
+        fi
+        client_server "w$kind-after" 120 ib_write_bw -d mlx5_0 -s 65536 -n 200 -F
+        rc=$?
+        [ "$me" = 0 ] && check "a new ib_write_bw after $what (exit $rc)" test "$rc" = 0
+    done
+    # The newest CQ of mlx5_core's debugfs: perftest's own (on 6.10 and
+    # later, its first MR also makes mlx5_ib create its UMR CQ, before).
+    cq_dir=/sys/kernel/debug/mlx5/$(hca_pci_dev)/CQs
+    newest_cq() {
+        ls "$cq_dir" | while read -r c; do echo "$((c)) $c"; done | sort -n | tail -1 | cut -d' ' -f2
+    }
+    arm_cq_error() {
+        sleep 2
+        cqn=$(newest_cq)
+        check "armed cq-error overrun on ib_write_bw's CQ $cqn" hca_fault "cq-error:cqn=$cqn,syndrome=overrun"
+    }
+    mark=$(dmesg | wc -l)
+    perf_with wcqerr arm_cq_error ib_write_bw -d mlx5_0 -s 65536 -D 6 -F
+    if [ "$me" = 0 ]; then
+        grep -E '^ *65536 ' /tmp/wcqerr.txt | sed 's/^/# /'
+        check "mlx5_core: 'CQ error on CQN $cqn, syndrome 0x1'" \
+            sh -c "dmesg | tail -n +$((mark + 1)) | grep -q 'CQ error on CQN $cqn, syndrome 0x1'"
+        check "ib_write_bw, which reads no async events, runs out its time: exit $PERF_RC" test "$PERF_RC" = 0
+    fi
+    arm_lost_cqe() { sleep 2; cqn=$(newest_cq); check "armed lost-cqe on ib_write_bw's CQ $cqn" hca_fault "lost-cqe:cqn=$cqn"; }
+    perf_with wlost arm_lost_cqe ib_write_bw -d mlx5_0 -s 65536 -D 6 -F
+    if [ "$me" = 0 ]; then
+        grep -E '^ *65536 ' /tmp/wlost.txt | sed 's/^/# /'
+        check "ib_write_bw with a lost CQE: exit $PERF_RC" test "$PERF_RC" = 0
+    fi
+fi
+check "no kernel oops or warning at the end" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
 barrier done 300
 finish
