@@ -24,7 +24,13 @@
 #     ('CQ error on CQN'), the CQ takes no more completions, and perftest,
 #     which reads no async events, runs out its time with fewer messages
 #     and exits 0;
-#  8. a lost CQE on perftest's CQ: nothing notices (exit 0).
+#  8. a lost CQE on perftest's CQ: nothing notices (exit 0);
+# and under iperf3:
+#  9. CREATE_QP held 3 s (cmd-delay) while IPoIB carries iperf3: the QP
+#     comes 3 s late, and IPoIB moves data every second meanwhile (a held
+#     command does not hold the data path);
+# 10. the health counter stalls (health-stall): mlx5_core reports the
+#     missed polls and recovers nothing; iperf3 goes on.
 # Node 1 serves.
 ipoib_pair_start
 # Two iperf3 servers: one for the run the fault breaks, one for after.
@@ -197,6 +203,64 @@ if ! quick; then
         grep -E '^ *65536 ' /tmp/wlost.txt | sed 's/^/# /'
         check "ib_write_bw with a lost CQE: exit $PERF_RC" test "$PERF_RC" = 0
     fi
+fi
+# 9.-10. in ./hcasim suite, under iperf3.
+if ! quick; then
+    if [ "$me" = 1 ]; then
+        check "iperf3 server on $myip" iperf3 -s -D -B "$myip" -p 5204
+    fi
+    barrier held-cmd 60
+    if [ "$me" = 0 ]; then
+        timeout 90 iperf3 -c "$peerip" -p 5204 -t 30 -i 1 -f m > /tmp/iperf-held.txt 2>&1 &
+        ipid=$!
+        ip0=$(now)
+        sleep 2
+        check "armed cmd-delay 3000 ms on CREATE_QP under iperf3" hca_fault "cmd-delay:opcode=CREATE_QP,ms=3000"
+        t0=$(now)
+        python3 - > /tmp/held-qp.txt 2>&1 << 'PY'
+import sys, time
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.qp import QP, QPCap, QPInitAttr
+sys.path.insert(0, "/hcasim/py")
+from verbs_enums import e  # noqa: E402
+ctx = Context(name="mlx5_0")
+pd = PD(ctx)
+cq = CQ(ctx, 16)
+t = time.time()
+qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+print(f"create_qp {time.time() - t:.2f} s qpn 0x{qp.qp_num:x} from {t:.3f} to {time.time():.3f}")
+PY
+        rc=$?
+        took=$(since "$t0")
+        sed 's/^/# /' /tmp/held-qp.txt
+        check "the QP came at least 3 s late (exit $rc, $took s)" \
+            sh -c "[ $rc = 0 ] && awk 'BEGIN { exit !($took >= 3) }'"
+        # 10. The health counter stalls under the same iperf3.
+        mark=$(dmesg | wc -l)
+        check "armed health-stall under iperf3" hca_fault health-stall
+        stalled() { dmesg | tail -n +$((mark + 1)) | grep -q "device's health compromised - reached miss count"; }
+        check "mlx5_core: 'device's health compromised - reached miss count'" retry 30 stalled
+        wait $ipid
+        rc=$?
+        grep -E 'sender|receiver' /tmp/iperf-held.txt | sed 's/^/# /'
+        check "iperf3 through the held command and the stalled counter: exit $rc" test "$rc" = 0
+        # iperf3's one-second intervals wholly inside the time CREATE_QP
+        # was held: each moved data (TCP over IPoIB: the device's doorbells,
+        # WQEs and completions went on).
+        read -r a b <<< "$(sed -n 's/.* from \([0-9.]*\) to \([0-9.]*\)$/\1 \2/p' /tmp/held-qp.txt)"
+        held=$(awk -v a="${a:-0}" -v b="${b:-0}" -v s="$ip0" '/sec .* Mbits\/sec/ && $3 ~ /^[0-9.]+-/ {
+                   split($3, t, "-"); if (s + t[1] >= a && s + t[2] <= b) print $7}' /tmp/iperf-held.txt | tr '\n' ' ')
+        echo "# iperf3 Mbit/s in the seconds CREATE_QP was held: $held"
+        check "IPoIB moved data in each second while CREATE_QP was held ($held)" \
+            sh -c "[ -n '$held' ] && echo '$held' | awk '{for (i = 1; i <= NF; i++) if (\$i + 0 <= 0) exit 1}'"
+        check "no recovery for a stalled counter" \
+            sh -c "! dmesg | tail -n +$((mark + 1)) | grep -q 'starting health recovery flow'"
+        check "ping with the counter stalled" ping -q -c 1 -W 2 "$peerip"
+    fi
+    barrier held-cmd-done 120
+    [ "$me" = 1 ] && pkill iperf3
 fi
 check "no kernel oops or warning at the end" sh -c "! dmesg | grep -qE 'WARNING:|Call Trace|BUG:|Oops'"
 barrier done 300
