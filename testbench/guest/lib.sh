@@ -23,7 +23,7 @@ _time_active=0
 # the full count; ./hcasim test (CI's quick, representative set) exports
 # HCASIM_DEPTH=quick and gets the small one.
 reps() {
-    if [ "${HCASIM_DEPTH:-full}" = quick ]; then echo "$2"; else echo "$1"; fi
+    if quick; then echo "$2"; else echo "$1"; fi
 }
 
 # quick: true in ./hcasim test's quick, representative set.

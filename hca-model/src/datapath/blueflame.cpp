@@ -43,15 +43,16 @@ void store_bf_wqe(Qp &qp, uint16_t index, std::span<const uint8_t> bytes) {
     while (!ring.empty() && ahead(qp, ring.back().index) >= qp.sq_wqebbs()) {
         ring.pop_back();
     }
-    size_t pos = ring.size();
-    while (pos > 0 && ahead(qp, std::next(ring.begin(), static_cast<ptrdiff_t>(pos - 1))->index) > ahead(qp, index)) {
-        --pos;
+    // The copy goes after the last one not ahead of it.
+    auto before = ring.end();
+    while (before != ring.begin() && ahead(qp, std::prev(before)->index) > ahead(qp, index)) {
+        --before;
     }
     Qp::BfWqe *w = nullptr;
-    if (pos > 0 && std::next(ring.begin(), static_cast<ptrdiff_t>(pos - 1))->index == index) {
-        w = &*std::next(ring.begin(), static_cast<ptrdiff_t>(pos - 1));
+    if (before != ring.begin() && std::prev(before)->index == index) {
+        w = &*std::prev(before);
     } else {
-        w = &ring.emplace_at(pos);
+        w = &ring.emplace_at(static_cast<size_t>(before - ring.begin()));
         w->index = index;
     }
     w->len = static_cast<uint16_t>(bytes.size());

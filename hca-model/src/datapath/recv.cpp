@@ -3,6 +3,7 @@
 // list), scatter of the GRH area and the payload through memory keys, and
 // the responder CQE.
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 

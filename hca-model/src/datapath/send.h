@@ -8,7 +8,6 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <set>
 #include <span>
 #include <vector>
 
