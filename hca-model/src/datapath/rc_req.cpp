@@ -293,6 +293,15 @@ void RcRequester::reset(Qp &qp) {
     enter(qp, ReqState::Idle, "the QP was reset");
 }
 
+void RcRequester::ready(Qp &qp, bool from_rtr) {
+    if (from_rtr) {
+        qp.rc.una = qp.next_send_psn;
+        qp.rc.tx_psn = qp.next_send_psn;
+    }
+    qp.rc.retry_left = qp.retry_count;
+    qp.rc.rnr_left = qp.rnr_retry;
+}
+
 // The QP is in error: the started but unfinished WQEs complete in order
 // with a flush error (on a QP without a send queue: the device's own
 // rendezvous work).

@@ -47,6 +47,9 @@ class RcRequester {
     void enter(Qp &qp, ReqState to, const char *why = nullptr);
     // The QP was reset: its timers are cancelled, the state is idle.
     void reset(Qp &qp);
+    // The QP enters RTS: from RTR its first PSN is the QP context's
+    // next_send_psn; the retry budgets are full again either way.
+    void ready(Qp &qp, bool from_rtr);
     // The QP is in error: every started WQE completes with a flush error.
     void flush(Qp &qp);
     // A local WQE (NOP, UMR) is done; it completes behind the messages

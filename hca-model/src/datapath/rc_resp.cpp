@@ -89,6 +89,10 @@ void add_aeth(iba::ExtHeaders &ext, const Qp &qp, uint8_t syndrome) {
 
 }  // namespace
 
+void RcResponder::expect(Qp &qp, uint32_t psn) {
+    qp.rc.epsn = psn;
+}
+
 // IBA 9.7.5.1.1: a responder may acknowledge several requests with one ACK
 // (coalescing), as ConnectX does under load. An ACK for a request that
 // asked for one waits until the device has taken in the batch of packets

@@ -23,6 +23,9 @@ class RcResponder {
   public:
     RcResponder(Device &dev, QpTable &qps) : dev_(dev), qps_(qps) {}
     void reset() { acks_owed_.clear(); }
+    // The first request expected has this PSN (the QP enters RTR, or a
+    // DCT's initiator context is made).
+    static void expect(Qp &qp, uint32_t psn);
     // A request for this QP arrived.
     void rx(Qp &qp, const Packet &pkt, const iba::PacketView &v);
     // The ACKs coalesced while a batch of packets was received: one per

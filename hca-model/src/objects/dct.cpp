@@ -286,7 +286,7 @@ void QpTable::start_dc_context(Qp &dct, Qp &ctx, const iba::PacketView &v, uint3
     ctx.remote_qpn = dci;
     ctx.dc.key = dct.dc.key;
     ctx.dc.conn_psn = v.psn();
-    ctx.rc.epsn = v.psn();
+    RcResponder::expect(ctx, v.psn());
     dev_.qcounters.add(dct.counter_set, QCounter::RxDctConnect);
     HCA_TRACE(dev_, qp_dc_context, .dctn = dct.qpn, .dci = dci, .slid = v.slid(), .psn = v.psn(), .context = ctx.qpn,
               .reason = fresh ? "connected" : "connected again");

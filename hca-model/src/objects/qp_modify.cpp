@@ -300,16 +300,11 @@ void QpTable::entered(Qp &qp, QpState old) {
         qp.rq_flushed = 0;
         rc_reset(qp);
     } else if (qp.state == QpState::Rtr && old == QpState::Init) {
-        qp.rc.epsn = qp.next_rcv_psn;
+        RcResponder::expect(qp, qp.next_rcv_psn);
     } else if (qp.state == QpState::Err && old != QpState::Err) {
         to_error(qp, "modify to error");
     } else if (qp.state == QpState::Rts && old != QpState::Rts) {
-        if (old == QpState::Rtr) {
-            qp.rc.una = qp.next_send_psn;
-            qp.rc.tx_psn = qp.next_send_psn;
-        }
-        qp.rc.retry_left = qp.retry_count;
-        qp.rc.rnr_left = qp.rnr_retry;
+        req_.ready(qp, old == QpState::Rtr);
         sq_.process(qp);
     }
 }
