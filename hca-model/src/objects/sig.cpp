@@ -4,6 +4,7 @@
 #include <isa-l/crc.h>
 #include <libdeflate.h>
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "be.h"
@@ -13,7 +14,36 @@ namespace hca {
 
 namespace {
 
-// mlx5_bsf_basic.bsf_size_sbs, bs_selector; mlx5_bsf_inl.
+// include/linux/mlx5/qp.h struct mlx5_bsf_inl: one domain's T10-DIF
+// section.
+struct BsfInline {
+    be16 vld_refresh;  // 15: valid
+    be16 dif_apptag;
+    be32 dif_reftag;
+    uint8_t sig_type;  // kDifCrc or kDifIpcs: the guard
+    uint8_t rp_inv_seed;
+    uint8_t rsvd[3];
+    uint8_t dif_inc_ref_guard_check;
+    be16 dif_app_bitmask_check;
+};
+static_assert(sizeof(BsfInline) == 16 && offsetof(BsfInline, sig_type) == 8);
+
+// struct mlx5_bsf: the basic, extended and inline sections.
+struct Bsf {
+    uint8_t bsf_size_sbs;
+    uint8_t check_byte_mask;
+    uint8_t wire_selector;  // with sbs: copy_byte_mask
+    uint8_t mem_selector;
+    be32 raw_data_size;
+    be32 w_bfs_psv;
+    be32 m_bfs_psv;
+    uint8_t ext[16];  // mlx5_bsf_ext: not used
+    BsfInline w_inl;
+    BsfInline m_inl;
+};
+static_assert(sizeof(Bsf) == 64 && offsetof(Bsf, w_bfs_psv) == 8 && offsetof(Bsf, m_inl) == 48);
+
+// mlx5_bsf_basic.bsf_size_sbs; mlx5_bsf_inl's bits.
 constexpr uint8_t kBsfSizeInline = 2;  // bits 7:6: basic + extended + inline sections
 constexpr uint8_t kBsfSbs = 1 << 4;
 constexpr uint16_t kInlValid = 1 << 15;
@@ -47,23 +77,24 @@ uint32_t block_of_selector(uint8_t sel) {
 
 // One domain: its block format selector and PSV, its inline section, its
 // block size selector (0 with the same block structure: the memory's).
-const char *parse_domain(const uint8_t *bfs_psv, const uint8_t *inl, uint8_t bs_sel, SigDomain &d) {
-    const uint32_t bp = load_be32(bfs_psv);
+const char *parse_domain(be32 bfs_psv, const BsfInline &inl, uint8_t bs_sel, SigDomain &d) {
+    const uint32_t bp = bfs_psv.get();
     const uint8_t bfs = static_cast<uint8_t>(bp >> 24);
     d.psv = bp & 0xffffff;
-    if (load_be16(inl) & kInlValid) {
+    if (inl.vld_refresh.get() & kInlValid) {
         d.type = SigType::T10dif;
-        if (inl[8] != kDifCrc && inl[8] != kDifIpcs) {
+        if (inl.sig_type != kDifCrc && inl.sig_type != kDifIpcs) {
             return "T10-DIF guard type is neither CRC nor IP checksum";
         }
-        d.ip_csum = inl[8] == kDifIpcs;
-        d.guard_seed = inl[9] & kInlSeed;
-        d.app_tag = load_be16(inl + 2);
-        d.ref_tag = load_be32(inl + 4);
-        d.inc_ref = inl[13] & kInlIncRef;
-        d.appref_escape = inl[13] & kInlAppRefEscape;
-        d.app_escape = (inl[13] & kInlAppEscape) && !d.appref_escape;
-        d.app_mask = load_be16(inl + 14);
+        d.ip_csum = inl.sig_type == kDifIpcs;
+        d.guard_seed = inl.rp_inv_seed & kInlSeed;
+        d.app_tag = inl.dif_apptag.get();
+        d.ref_tag = inl.dif_reftag.get();
+        const uint8_t flags = inl.dif_inc_ref_guard_check;
+        d.inc_ref = flags & kInlIncRef;
+        d.appref_escape = flags & kInlAppRefEscape;
+        d.app_escape = (flags & kInlAppEscape) && !d.appref_escape;
+        d.app_mask = inl.dif_app_bitmask_check.get();
     } else if (bfs) {
         if ((bfs & kBfsCrcTypeMask) != kBfsCrc32) {
             return "CRC type other than CRC32 (sig_crc32c and sig_crc64_xp10 are not offered)";
@@ -119,22 +150,24 @@ const char *parse_bsf(std::span<const uint8_t> bsf, SigConfig &out) {
         return "BSF shorter than 64 bytes";
     }
     out = SigConfig{};
-    if ((bsf[0] >> 6) != kBsfSizeInline) {
+    Bsf b;
+    std::memcpy(&b, bsf.data(), sizeof(b));
+    if ((b.bsf_size_sbs >> 6) != kBsfSizeInline) {
         return "BSF size other than basic + extended + inline";
     }
-    out.sbs = bsf[0] & kBsfSbs;
-    out.check_mask = bsf[1];
-    if (const char *e = parse_domain(bsf.data() + 12, bsf.data() + 48, bsf[3], out.mem)) {
+    out.sbs = b.bsf_size_sbs & kBsfSbs;
+    out.check_mask = b.check_byte_mask;
+    if (const char *e = parse_domain(b.m_bfs_psv, b.m_inl, b.mem_selector, out.mem)) {
         return e;
     }
-    if (const char *e = parse_domain(bsf.data() + 8, bsf.data() + 32, out.sbs ? bsf[3] : bsf[2], out.wire)) {
+    if (const char *e = parse_domain(b.w_bfs_psv, b.w_inl, out.sbs ? b.mem_selector : b.wire_selector, out.wire)) {
         return e;
     }
     if (out.sbs) {
         if (out.mem.type == SigType::None || out.mem.type != out.wire.type) {
             return "same block structure without the same signature in both domains";
         }
-        out.copy_mask = bsf[2];
+        out.copy_mask = b.wire_selector;
     }
     if (out.mem.type == SigType::None && out.wire.type == SigType::None) {
         return "no signature in either domain";
