@@ -47,15 +47,7 @@ page_roundtrip 64
 # firmware was live-patched (mlx5_core prints the running version), a
 # delay drop timeout (mlx5_ib acts on it only on Ethernet ports: silence).
 mark=$(dmesg | wc -l)
-check "armed general-event pci-power insufficient 25 W" hca_fault general-event:subtype=pci-power,power=insufficient,watts=25
-low_power() { since_mark | grep -q 'Detected insufficient power on the PCIe slot (25W)'; }
-check "mlx5_core: 'Detected insufficient power on the PCIe slot (25W).'" retry 30 low_power
-check "armed general-event pci-power sufficient 75 W" hca_fault general-event:subtype=pci-power,power=sufficient,watts=75
-good_power() { since_mark | grep -q 'PCIe slot advertised sufficient power (75W)'; }
-check "mlx5_core: 'PCIe slot advertised sufficient power (75W).'" retry 30 good_power
-check "armed general-event fw-live-patch" hca_fault general-event:subtype=fw-live-patch
-patched() { since_mark | grep -q 'Live patch updated firmware version: 16.35.2000'; }
-check "mlx5_core: 'Live patch updated firmware version: 16.35.2000'" retry 30 patched
+slot_power_and_live_patch "$mark"
 n=$(dmesg | wc -l)
 check "armed general-event delay-drop" hca_fault general-event:subtype=delay-drop
 sleep 2

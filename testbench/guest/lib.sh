@@ -198,6 +198,24 @@ page_roundtrip() {
 }
 _pages_are() { [ "$(cat "$1")" -eq "$2" ]; }
 
+# slot_power_and_live_patch MARK: general events (MLX5_EVENT_TYPE_GENERAL_
+# EVENT): the slot's power changed (mlx5_core reads MPEIN and says what the
+# slot offers), the firmware was live-patched (mlx5_core prints the running
+# version); six checks on dmesg after line MARK.
+slot_power_and_live_patch() {
+    local mark=$1
+    _after() { dmesg | tail -n +$((mark + 1)) | grep -q "$1"; }
+    check "armed general-event pci-power insufficient 25 W" hca_fault general-event:subtype=pci-power,power=insufficient,watts=25
+    check "mlx5_core: 'Detected insufficient power on the PCIe slot (25W).'" \
+        retry 30 _after 'Detected insufficient power on the PCIe slot (25W)'
+    check "armed general-event pci-power sufficient 75 W" hca_fault general-event:subtype=pci-power,power=sufficient,watts=75
+    check "mlx5_core: 'PCIe slot advertised sufficient power (75W).'" \
+        retry 30 _after 'PCIe slot advertised sufficient power (75W)'
+    check "armed general-event fw-live-patch" hca_fault general-event:subtype=fw-live-patch
+    check "mlx5_core: 'Live patch updated firmware version: 16.35.2000'" \
+        retry 30 _after 'Live patch updated firmware version: 16.35.2000'
+}
+
 # ping_loss ARGS...: runs ping ARGS and prints its loss percentage (the
 # output is kept in /tmp/ping.txt, the last one's if several run at once).
 # Without a deadline ping gives up two round trips after its last request,

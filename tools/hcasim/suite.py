@@ -57,10 +57,11 @@ SUITES = {
                "driver's recovery; link down, flap, retrain, ClientReregister, SM gone, partition, loss, "
                "duplicates, reordering; firmware death, error CQEs, QP and CQ errors, page requests and port "
                "events under iperf3 and ib_write_bw; a late completion and a lost interrupt under IPoIB; general "
-               "events; AER errors, hot-unplug and re-plug, a surprise removal; a CQ error on mlx5_ib's UMR CQ "
-               "(docs/FAULTS.md)",
+               "events; AER errors, hot-unplug and re-plug, a surprise removal; a CQ error on mlx5_ib's UMR CQ; "
+               "the fw_fatal grace period, slow firmware initialization, command faults on the driver's own "
+               "commands and every application-level fault while IPoIB and RC traffic run (docs/FAULTS.md)",
                ["17-faults", "18-faults-slow", "19-faults-ipoib", "20-faults-link", "21-faults-traffic",
-                "22-faults-pci", "34-faults-umr"]),
+                "22-faults-pci", "34-faults-umr", "35-faults-busy"]),
     "kernels": ("Debian's current kernel packages of bookworm (6.1), trixie (6.12) and sid (7.2) booted as user "
                 "kernels (--kernel/--modules, an initramfs from each package's tree): probe, Active port, IPoIB, "
                 "RC and UD pingpongs with their stock mlx5 drivers",
