@@ -3,7 +3,8 @@
 # (docs/FAULTS.md): node 0 arms them on its own HCA while it sends IPoIB
 # iperf3 and an RC ib_write_bw (--run_infinitely, a bandwidth line every
 # 5 s) to node 1, and checks the driver's reaction and that both streams
-# moved data in every interval meanwhile:
+# kept moving data meanwhile (IPoIB never two seconds without, perftest in
+# every period):
 #  1. firmware deaths under iperf3: the fw_fatal reporter recovers the
 #     first; a second inside its grace period unloads the driver instead;
 #     'devlink health recover' then meets firmware still initializing for
@@ -48,7 +49,7 @@ flow_secs() {
 }
 fw_fatal() { devlink health show "pci/$(hca_pci_dev)" reporter fw_fatal 2>&1 | tr -s ' \n' ' '; }
 
-# 1. Three firmware deaths under iperf3: the devlink fw_fatal reporter
+# 1. Two firmware deaths under iperf3: the devlink fw_fatal reporter
 # recovers the first; the second comes inside its grace period, so
 # mlx5_core unloads instead (mlx5_fw_fatal_reporter_err_work(): 'Driver is
 # in error state. Unloading'); the user's 'devlink health recover' then
