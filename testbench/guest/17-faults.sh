@@ -17,7 +17,6 @@ dev=$(hca_pci_dev)
 check "modprobe mlx5_ib ib_uverbs" modprobe -a mlx5_ib ib_umad ib_uverbs
 check "port ACTIVE" wait_port_active 120
 mark=$(dmesg | wc -l)
-since_mark() { dmesg | tail -n +$((mark + 1)); }
 
 # 1. What a verbs application sees.
 python3 /hcasim/py/fault_verbs.py "$HCASIM_NODE" > /tmp/fault-verbs.txt 2>&1

@@ -20,7 +20,6 @@ barrier ready 120
 counter() { cat "/sys/class/infiniband/mlx5_0/ports/1/counters/$1"; }
 state_is() { grep -q "$1" /sys/class/infiniband/mlx5_0/ports/1/state; }
 phys_is() { grep -q "$1" /sys/class/infiniband/mlx5_0/ports/1/phys_state; }
-now() { date +%s.%N; }
 # recovered KIND T0: waits (up to 120 s) until ping works again and prints
 # the time since T0 as a recovery line; fails if it never does.
 recovered() {

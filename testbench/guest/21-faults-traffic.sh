@@ -39,10 +39,7 @@ if [ "$me" = 1 ]; then
 fi
 barrier ready 120
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
 mark=$(dmesg | wc -l)
-since_mark() { dmesg | tail -n +$((mark + 1)); }
 
 # 1. Firmware dies under iperf3.
 if [ "$me" = 0 ]; then

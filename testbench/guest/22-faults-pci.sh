@@ -22,10 +22,7 @@ if [ "$me" = 1 ]; then
 fi
 barrier ready 120
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
 mark=$(dmesg | wc -l)
-since_mark() { dmesg | tail -n +$((mark + 1)); }
 hca_present() { grep -q 0x1017 /sys/bus/pci/devices/*/device 2> /dev/null; }
 # dmesg_time PATTERN: the kernel timestamp of the last line since the mark
 # that matches PATTERN.

@@ -31,10 +31,7 @@
 # guest to the HPET, whose every read is an emulated MMIO access (seen on
 # 6.1: perftest printed periods of 0 MB/s from then on).
 ipoib_pair_start
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
 mark=$(dmesg | wc -l)
-since_mark() { dmesg | tail -n +$((mark + 1)); }
 dbg=/sys/kernel/debug/mlx5/$(hca_pci_dev)
 if [ "$me" = 1 ]; then
     check "iperf3 servers on $myip" sh -c "iperf3 -s -D -B $myip -p 5201 && iperf3 -s -D -B $myip -p 5202"

@@ -7,6 +7,11 @@ _tap_failed=0
 # Where a test's time goes: ./hcasim test reads these lines (guest uptime
 # in seconds) and prints boot / driver / workload per test.
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
+# now: the wall clock in seconds (fractional); since T: seconds from T
+# to now, one decimal; since_mark: the dmesg lines after line $mark.
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
+since_mark() { dmesg | tail -n +$((mark + 1)); }
 # (Not in a test's NN-name.host check, which runs on the host.)
 [ -z "${HCASIM_NODE:-}" ] || echo "# hcasim-time start $(uptime_s)"
 if [ -n "${HCASIM_NODE:-}" ]; then
